@@ -1,0 +1,55 @@
+// The interface between the engine and a model: the engine owns scheduling and
+// the block tables; the model owns the paged KV storage and computes logits.
+// A step mixes prefill chunks and decode tokens of many sequences.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "quant/linear_weight.h"
+
+namespace mx {
+
+enum class KvCacheDtype { Auto, BF16, FP8 };
+
+struct SequenceSlice {
+  int64_t num_cached_tokens = 0;     // tokens already in the KV cache
+  int64_t num_new_tokens = 0;        // tokens of this step (prefill chunk, or 1 in decode)
+  std::vector<int32_t> block_table;  // KV block ids covering cached + new tokens
+  bool need_logits = true;           // logits for the last new token
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;  // new tokens of all sequences, concatenated in seqs order
+  std::vector<int32_t> positions;  // position of each new token
+  std::vector<SequenceSlice> seqs;
+};
+
+struct LoadOptions {
+  ActivationMode activation_mode = ActivationMode::W4A16;  // MXFP4 Linears: W4A16 or W4A4
+  int num_threads = 0;                                     // CPU backend: 0 = all cores
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Bytes of KV storage one token takes across all layers for a dtype.
+  virtual int64_t kv_bytes_per_token(KvCacheDtype dtype) const = 0;
+  // Allocates num_blocks blocks of block_size tokens for every layer.
+  virtual void allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) = 0;
+  // Writes the new tokens' KV into their blocks and returns F32 logits
+  // [number of seqs with need_logits, vocab_size], in seqs order.
+  virtual Tensor forward(const ForwardBatch& batch) = 0;
+  // "DeepseekV3 (kimi_k25), 4 layers, mxfp4 experts (W4A4), cpu"
+  virtual std::string describe() const = 0;
+};
+
+// Loads config.json + safetensors from a directory (GGUF files: see io/gguf.h).
+std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& model_dir, const LoadOptions& options);
+
+}  // namespace mx
