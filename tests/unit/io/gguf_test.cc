@@ -250,3 +250,40 @@ TEST(GgufMalformed, MissingFile) {
 
 }  // namespace
 }  // namespace mx
+
+#include "io/gguf_writer.h"
+
+namespace mx {
+namespace {
+
+TEST(GgufWriter, MetadataRoundTripKeepsTypesAndValues) {
+  auto src = GgufFile::open(sample().write("writer_src.gguf"));
+  auto out = std::filesystem::temp_directory_path() / "mx_gguf_test" / "writer_out.gguf";
+  write_gguf_metadata(out, *src, [](const std::string& k) { return k != "t.nested" && k != "t.u8"; });
+  auto back = GgufFile::open(out);
+  EXPECT_EQ(back->tensors().size(), 0u);
+  ASSERT_EQ(back->keys().size(), src->keys().size() - 2);
+  for (const auto& key : back->keys()) {
+    EXPECT_EQ(back->find(key)->type, src->find(key)->type) << key;
+    EXPECT_EQ(back->find(key)->value, src->find(key)->value) << key;
+  }
+  EXPECT_EQ(back->find("t.ints")->array_type, GgufType::I32);
+  EXPECT_EQ(back->find("t.u8"), nullptr);
+  EXPECT_THROW(write_gguf_metadata(out, *src, [](const std::string&) { return true; }), Error);  // nested array
+}
+
+TEST(GgufWriter, ChatTemplateWithBosEosStrings) {
+  GgufBuilder b;
+  b.kv_strs("tokenizer.ggml.tokens", {"<s>", "</s>", "x"});
+  b.kv_u32("tokenizer.ggml.bos_token_id", 0);
+  b.kv_u32("tokenizer.ggml.eos_token_id", 1);
+  b.kv_str("tokenizer.chat_template", "{{ bos_token }}{{ messages[0]['content'] }}");
+  auto t = gguf_chat_template(*GgufFile::open(b.write("tmpl.gguf")));
+  EXPECT_EQ(t.source, "{{ bos_token }}{{ messages[0]['content'] }}");
+  EXPECT_EQ(t.bos_token, "<s>");
+  EXPECT_EQ(t.eos_token, "</s>");
+  EXPECT_EQ(gguf_chat_template(*GgufFile::open(sample().write("notmpl.gguf"))).source, "");
+}
+
+}  // namespace
+}  // namespace mx
