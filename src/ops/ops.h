@@ -1,0 +1,155 @@
+// The op set the models are written against. A model (src/model/) only calls
+// these; a backend (CPU reference here, CUDA later) implements them. Activations
+// are F32 tensors [tokens, features] (CPU backend); weights keep the format the
+// checkpoint stores (LinearWeight) and each op dispatches on it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "quant/linear_weight.h"
+
+namespace mx {
+
+// Rotary embedding for one model: the inverse frequencies (after YaRN / llama3 /
+// linear scaling) of rotary_dim/2 pairs, a factor applied to cos and sin, and
+// the pairing style.
+struct RopeTable {
+  enum class Style { Neox, Interleaved };  // Neox: (x[i], x[i+d/2]); Interleaved (GPT-J): (x[2i], x[2i+1])
+  Style style = Style::Neox;
+  int64_t rotary_dim = 0;
+  std::vector<float> inv_freq;  // rotary_dim / 2 entries
+  float attention_factor = 1.0f;  // YaRN: cos and sin are multiplied by this
+};
+
+// Routing parameters of a MoE layer (DeepSeek-V3 noaux_tc or softmax top-k).
+struct RoutingParams {
+  int64_t top_k = 0;
+  int64_t n_group = 1, topk_group = 1;
+  bool normalize = true;          // norm_topk_prob
+  float routed_scaling_factor = 1.0f;
+};
+
+// Per token: the chosen experts and their combine weights.
+struct MoeRouting {
+  int64_t top_k = 0;
+  std::vector<int32_t> expert_ids;  // [tokens * top_k]
+  std::vector<float> weights;       // [tokens * top_k]
+};
+
+struct ExpertWeights {
+  LinearWeight gate, up, down;  // SwiGLU: down(silu(gate x) * up x)
+};
+
+// Paged KV storage of one layer. k: [num_blocks, block_size, heads, k_dim];
+// v the same with v_dim, or undefined for a latent cache (MLA), whose values
+// are the first v_dim entries of k. BF16 or F8E4M3 (then one F32 scale per
+// token and tensor, k_scale/v_scale [num_blocks, block_size]) or F32.
+struct KvLayerCache {
+  Tensor k, v;
+  Tensor k_scale, v_scale;
+  int64_t v_dim = 0;
+  int64_t block_size() const { return k.dim(1); }
+  int64_t heads() const { return k.dim(2); }
+  int64_t k_dim() const { return k.dim(3); }
+};
+
+// One sequence's slice of a step, in the attention's terms.
+struct AttentionSeq {
+  int64_t q_begin = 0;     // first row of this sequence in the step's token rows
+  int64_t num_new = 0;     // new tokens (rows) of this step
+  int64_t num_cached = 0;  // tokens before them already in the cache
+  std::vector<int32_t> block_table;
+};
+
+struct AttentionMeta {
+  int64_t block_size = 0;
+  std::vector<AttentionSeq> seqs;
+  std::vector<int64_t> slots;  // per new token: block * block_size + offset
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // ---- elementwise and norms ----
+  // table: [vocab, hidden] (BF16/F32) -> F32 [ids, hidden].
+  virtual Tensor embedding(const Tensor& table, const std::vector<int32_t>& ids) = 0;
+  virtual Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) = 0;
+  // residual += delta, then returns rms_norm(residual) (the fused pre-norm step).
+  virtual Tensor add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps) = 0;
+  virtual void add_inplace(Tensor& x, const Tensor& delta) = 0;
+  // x += scale * delta
+  virtual void axpy_inplace(Tensor& x, const Tensor& delta, float scale) = 0;
+  // Rotates dims [offset, offset + rotary_dim) of each of the `heads` heads of
+  // x: [tokens, heads * head_stride] (any trailing layout with that stride).
+  virtual void rope_inplace(Tensor& x, const std::vector<int32_t>& positions, const RopeTable& rope,
+                            int64_t heads, int64_t head_stride, int64_t offset) = 0;
+  // silu(gate) * up, both [tokens, n].
+  virtual Tensor silu_and_mul(const Tensor& gate, const Tensor& up) = 0;
+  // Columns [begin, end) of x: [tokens, d] viewed as [tokens, groups, d/groups]
+  // per group, i.e. out [tokens, groups * (end - begin)].
+  virtual Tensor slice_cols(const Tensor& x, int64_t groups, int64_t begin, int64_t end) = 0;
+  // Rows selected by index: out[i] = x[rows[i]].
+  virtual Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) = 0;
+  // dst[rows[i]] = src[i].
+  virtual void scatter_rows(Tensor& dst, const std::vector<int64_t>& rows, const Tensor& src) = 0;
+  // Per group g: out[t, g] = [a[t, g, :], b[t, g, :]], where a is [tokens,
+  // groups * da] and b is [tokens, groups * db], or with shared_b [tokens, db]
+  // used by every group (MLA's single k_pe). Returns [tokens, groups, da + db].
+  virtual Tensor concat_cols(const Tensor& a, const Tensor& b, int64_t groups, bool shared_b) = 0;
+
+  // ---- matmuls ----
+  // y = x W^T (+ bias). MXFP4 weights with quantize_input get their input
+  // quantize-dequantized per 32 in W4A4 mode.
+  virtual Tensor linear(const Tensor& x, const LinearWeight& w) = 0;
+  // Per-head matmul: x [tokens, heads, a], w [heads, b, a] -> [tokens, heads, b]
+  // (transpose_w = false), or w [heads, a, b] -> [tokens, heads, b] (true).
+  virtual Tensor head_matmul(const Tensor& x, const Tensor& w, bool transpose_w) = 0;
+
+  // ---- MoE ----
+  virtual MoeRouting route_noaux_tc(const Tensor& router_logits, const Tensor& correction_bias,
+                                    const RoutingParams& p) = 0;
+  virtual MoeRouting route_softmax(const Tensor& router_logits, const RoutingParams& p) = 0;
+  // Sum over the chosen experts of weight * down(silu(gate x) * up x).
+  virtual Tensor fused_moe(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r) = 0;
+
+  // ---- attention over the paged cache ----
+  virtual KvLayerCache allocate_kv(int64_t num_blocks, int64_t block_size, int64_t heads, int64_t k_dim,
+                                   int64_t v_dim, bool latent, DType dtype) = 0;
+  // Writes k [tokens, heads, k_dim] (and v) into their slots.
+  virtual void store_kv(KvLayerCache& cache, const Tensor& k, const Tensor& v, const std::vector<int64_t>& slots) = 0;
+  // q [tokens, q_heads, k_dim] against each sequence's cached + new tokens
+  // (causal), GQA over cache.heads(); returns [tokens, q_heads, v_dim].
+  virtual Tensor paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMeta& meta,
+                                 float scale) = 0;
+  // The first num_tokens cached K rows of one sequence, F32 [num_tokens, heads, k_dim].
+  virtual Tensor gather_cached_k(const KvLayerCache& cache, const std::vector<int32_t>& block_table,
+                                 int64_t num_tokens) = 0;
+  // Dense attention of one sequence: q [tq, h, dk], k [tk, hk, dk], v [tk, hk, dv];
+  // query i sees keys j <= i + (tk - tq). Returns [tq, h, dv].
+  virtual Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale) = 0;
+};
+
+// The CPU reference backend (multi-threaded through ThreadPool::global()).
+std::unique_ptr<Ops> make_cpu_ops(ActivationMode mode);
+
+// RoPE inverse frequencies for plain / "linear" / "llama3" / "yarn" scaling,
+// following transformers' rope initializers.
+RopeTable make_rope_table(const RopeScaling& scaling, double theta, int64_t rotary_dim,
+                          int64_t max_position_embeddings, RopeTable::Style style);
+// YaRN's softmax scale multiplier m = 0.1 * mscale * ln(factor) + 1 (1 when factor <= 1).
+double yarn_mscale(double factor, double mscale);
+
+// Dequantizes rows [row_begin, row_end) of any LinearWeight into out (F32,
+// (row_end - row_begin) * in_features values). Exact for every format.
+void dequantize_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out);
+// The whole weight as F32 [out, in] (used for small weights the model
+// re-lays out at load, e.g. MLA's absorbed kv_b_proj).
+Tensor dequantize_weight(const LinearWeight& w);
+// Reference MXFP4 activation quantize-dequantize, per block of 32 (mxfp4.md).
+void mxfp4_qdq_inplace(float* x, int64_t n);
+
+}  // namespace mx
