@@ -35,4 +35,9 @@ struct LinearWeight {
   bool defined() const { return weight.defined(); }
 };
 
+// The weight as F32 [out_features, in_features], exactly as the format
+// defines it (MXFP4 and INT4 are exact; FP8 block is fp8 * scale_inv in F32).
+// Reference use (tests, golden comparisons); implemented in quant/dequantize.cc.
+Tensor dequantize_to_f32(const LinearWeight& w);
+
 }  // namespace mx

@@ -5,18 +5,34 @@
 // compressed-tensors pack-quantized INT4); unsupported specs are refused with
 // a message naming the spec and the tensor.
 #pragma once
+#include <atomic>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "io/model_config.h"
 #include "io/tensor_source.h"
 #include "quant/linear_weight.h"
+#include "quant/quant_spec.h"
 
 namespace mx {
+
+std::string_view weight_format_name(WeightFormat f);  // "bf16", "mxfp4", "fp8-block", "int4-group"
+
+// What a checkpoint holds, as the loader sees it (inspect, tests).
+struct CheckpointSurvey {
+  std::map<WeightFormat, int64_t> linears;  // Linear weights per format
+  int64_t other_tensors = 0;                // norms, embeddings, correction biases
+  int64_t skipped_tensors = 0;              // vision_tower / mm_projector / outside tensor_prefix
+  int64_t exclude_mismatches = 0;           // format disagrees with the exclude list (file wins)
+  std::vector<std::string> errors;          // linears that failed to load, with the reason
+};
 
 class WeightLoader {
  public:
   // Validates the quantization_config up front; throws mx::InvalidArgument
-  // for an unknown quant_method or an unsupported spec.
+  // for an unknown quant_method or an unsupported spec. `source` must outlive
+  // the loader; the config is copied.
   WeightLoader(const ModelConfig& config, const TensorSource& source);
 
   // name: the Linear's prefix, e.g. "model.layers.3.mlp.experts.7.gate_proj"
@@ -29,10 +45,20 @@ class WeightLoader {
 
   // One line per format: "mxfp4: 1152 linears, bf16: 40 linears, ...".
   std::string summary() const;
+  // Classifies every tensor of the checkpoint (loads each Linear's views).
+  CheckpointSurvey survey() const;
+  const QuantSpec& spec() const { return spec_; }
 
  private:
-  const ModelConfig& config_;
+  // prefix + name when the checkpoint has it, else name; "" when neither.
+  std::string resolve(const std::string& name, const char* suffix) const;
+  void cross_check(const LinearWeight& w) const;
+  bool exclude_disagrees(const LinearWeight& w) const;
+
+  ModelConfig config_;
   const TensorSource& source_;
+  QuantSpec spec_;
+  mutable std::atomic<int64_t> mismatch_warnings_{0};
 };
 
 }  // namespace mx
