@@ -1,0 +1,457 @@
+// MXFP4 kernel benchmark and GPU correctness check (one run, one GPU).
+//
+// For every kernel: fresh random inputs (seed printed), output poisoned with
+// NaN before the checked run, relative error ||out - ref|| / ||ref|| against a
+// reference that dequantizes the checkpoint layout element by element (FP32
+// accumulate), and a count of outputs left unwritten (still NaN). Then timing:
+// CUDA events around each launch, median of many, weights rotated over copies
+// that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
+// copy bandwidth measured at the start of the same run.
+//
+// Usage: mxfp4_bench [--quick] [--json FILE] [--seed N]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "cuda/host/mxfp4_reference.h"
+#include "cuda/mxfp4_kernels.h"
+#include "host_layout.h"
+#include "reference_kernels.cuh"
+
+namespace {
+
+using namespace mx::cuda;
+using namespace mxbench;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#define CK(x) check((x), #x)
+
+template <class T>
+struct DeviceBuffer {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceBuffer(size_t count = 0) { resize(count); }
+  void resize(size_t count) {
+    if (p) cudaFree(p);
+    p = nullptr;
+    n = count;
+    if (count) CK(cudaMalloc(&p, count * sizeof(T)));
+  }
+  ~DeviceBuffer() { if (p) cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    // The bench stream is non-blocking: a plain cudaMemcpy would not wait for it.
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+struct Row {  // one result line
+  std::string kernel, shape, mode, note;
+  int M = 0;
+  double us = 0, floor_us = 0, rel_err = -1;
+  long nan_count = -1;
+  double extra = 0;  // MoE: touched experts
+};
+std::vector<Row> g_rows;
+std::FILE* g_json = nullptr;
+
+void emit(const Row& r) {
+  g_rows.push_back(r);
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "{\"kernel\":\"%s\",\"shape\":\"%s\",\"M\":%d,\"mode\":\"%s\",\"us\":%.3f,"
+                "\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,\"touched\":%.1f,"
+                "\"note\":\"%s\"}",
+                r.kernel.c_str(), r.shape.c_str(), r.M, r.mode.c_str(), r.us, r.floor_us,
+                r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.extra, r.note.c_str());
+  std::printf("%s\n", buf);
+  std::fflush(stdout);
+  if (g_json) std::fprintf(g_json, "%s\n", buf), std::fflush(g_json);
+}
+
+// Median time of one call of `fn(i)` in microseconds; each call is bracketed
+// by events, calls run back to back.
+template <class F>
+double median_us(F fn, int iters, cudaStream_t s) {
+  for (int i = 0; i < 5; ++i) fn(i);
+  std::vector<cudaEvent_t> ev(iters + 1);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  CK(cudaEventRecord(ev[0], s));
+  for (int i = 0; i < iters; ++i) {
+    fn(i);
+    CK(cudaEventRecord(ev[i + 1], s));
+  }
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> t(iters);
+  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
+  return 1000.0 * t[iters / 2];
+}
+
+double g_copy_gbps = 0;
+
+void measure_copy(cudaStream_t s) {
+  const size_t bytes = size_t(2) << 30;
+  DeviceBuffer<uint8_t> a(bytes), b(bytes);
+  CK(cudaMemsetAsync(a.p, 1, bytes, s));
+  const double us = median_us([&](int) { CK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, s)); }, 20, s);
+  g_copy_gbps = 2.0 * bytes / us / 1e3;
+  std::printf("copy bandwidth: %.1f GB/s (read + write, 2 GiB, median of 20)\n", g_copy_gbps);
+  Row r;
+  r.kernel = "copy";
+  r.shape = "2GiB";
+  r.us = us;
+  r.note = std::to_string(int(g_copy_gbps)) + " GB/s";
+  emit(r);
+}
+
+double floor_us(double bytes) { return bytes / (g_copy_gbps * 1e3); }
+
+struct ErrStats {
+  double rel = 0;
+  long nan = 0;
+};
+
+ErrStats compare(const std::vector<uint16_t>& out_bf16, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  long nan = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float o = mx::bf16_to_f32(out_bf16[i]);
+    if (std::isnan(o)) { ++nan; continue; }
+    num += (double(o) - ref[i]) * (double(o) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return {std::sqrt(num / std::max(den, 1e-300)), nan};
+}
+
+uint64_t g_seed = 0;
+uint64_t next_seed() { return g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull; }
+
+// The W4A4 quantizer on the GPU against the host reference, bit for bit, on
+// random and adversarial blocks.
+void check_quantizer(cudaStream_t s) {
+  const int M = 64, K = 7168;
+  std::vector<uint16_t> x(size_t(M) * K);
+  std::mt19937_64 rng(next_seed());
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : x) v = mx::f32_to_bf16(nd(rng) * std::exp2(float(int(rng() % 40) - 20)));
+  // Adversarial blocks: all equal, one outlier, subnormals, exact E2M1 midpoints.
+  const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f, 6.f, 7.f};
+  for (int b = 0; b < 64; ++b) {
+    uint16_t* blk = x.data() + size_t(b) * 32;
+    for (int i = 0; i < 32; ++i) {
+      float v;
+      switch (b % 6) {
+        case 0: v = 1.5f; break;
+        case 1: v = i == 0 ? 1000.f : 0.01f * (i - 16); break;
+        case 2: v = std::ldexp(float(i - 16), -135); break;
+        case 3: v = mids[i % 9] * ((i & 1) ? -1.f : 1.f); break;
+        case 4: v = (i == 3) ? 6.f * 4 : mids[i % 9] * 4; break;
+        default: v = 0.f; break;
+      }
+      blk[i] = mx::f32_to_bf16(v);
+    }
+  }
+  DeviceBuffer<uint16_t> dx(x.size()), dq(x.size());
+  CK(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemset(dq.p, 0xFF, x.size() * 2));
+  mxfp4_qdq_activations(dx.p, dq.p, M, K, s);
+  CK(cudaStreamSynchronize(s));
+  std::vector<uint16_t> got = dq.download(), want(x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) qdq_block_reference(x.data() + b * 32, want.data() + b * 32);
+  long diff = 0;
+  for (size_t i = 0; i < x.size(); ++i) diff += got[i] != want[i];
+  Row r;
+  r.kernel = "w4a4_quantizer";
+  r.shape = "64x7168";
+  r.M = M;
+  r.mode = "bitexact";
+  r.nan_count = diff;
+  r.note = diff == 0 ? "bit-exact" : "MISMATCH";
+  emit(r);
+  if (diff) std::printf("QUANTIZER MISMATCH: %ld of %zu values differ\n", diff, x.size());
+}
+
+struct Shape {
+  const char* name;
+  int N, K;
+};
+
+// Device re-layout against the host re-layout on one weight.
+void check_device_pack(cudaStream_t s) {
+  const int N = 7168, K = 2048;
+  DeviceBuffer<uint8_t> codes(size_t(N) * K / 2), scales(size_t(N) * K / 32), pc(codes.n), ps(scales.n);
+  fill_random_bytes(codes.p, codes.n, next_seed(), s);
+  fill_random_scales(scales.p, scales.n, next_seed(), 100, 140, s);
+  pack_mxfp4_device(codes.p, scales.p, N, K, nullptr, pc.p, ps.p, s);
+  CK(cudaStreamSynchronize(s));
+  std::vector<uint8_t> hc = codes.download(), hs = scales.download();
+  std::vector<uint8_t> hpc, hps;
+  const bool same = mxbench::host_pack(hc, hs, N, K, hpc, hps) && hpc == pc.download() &&
+                    hps == ps.download();
+  Row r;
+  r.kernel = "device_pack";
+  r.shape = "7168x2048";
+  r.mode = "vs_host";
+  r.nan_count = same ? 0 : 1;
+  r.note = same ? "identical" : "MISMATCH";
+  emit(r);
+}
+
+void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bool big_scales) {
+  const int N = sh.N, K = sh.K;
+  const size_t cb = size_t(N) * K / 2, sb = size_t(N) * K / 32;
+  DeviceBuffer<uint8_t> raw_c(cb), raw_s(sb);
+  fill_random_bytes(raw_c.p, cb, next_seed(), s);
+  // Scales around 2^-6 as in real checkpoints; the big-scale variant spans the
+  // whole valid range 0..254 (overflows nothing: products stay finite in FP32).
+  if (big_scales) fill_random_scales(raw_s.p, sb, next_seed(), 100, 140, s);
+  else fill_random_scales(raw_s.p, sb, next_seed(), 118, 123, s);
+  const double wbytes = double(cb + sb);
+  const int copies = int(std::clamp(std::ceil(240e6 / wbytes), 1.0, 32.0));
+  DeviceBuffer<uint8_t> pc(cb * copies), ps(sb * copies);
+  pack_mxfp4_device(raw_c.p, raw_s.p, N, K, nullptr, pc.p, ps.p, s);
+  for (int c = 1; c < copies; ++c) {
+    CK(cudaMemcpyAsync(pc.p + c * cb, pc.p, cb, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(ps.p + c * sb, ps.p, sb, cudaMemcpyDeviceToDevice, s));
+  }
+  auto weight = [&](int c) {
+    Mxfp4DeviceWeight w;
+    w.codes = pc.p + size_t(c % copies) * cb;
+    w.scales = ps.p + size_t(c % copies) * sb;
+    w.rows = N;
+    w.cols = K;
+    w.big_scales = big_scales;
+    return w;
+  };
+  for (int M : Ms) {
+    DeviceBuffer<uint16_t> x(size_t(M) * K), xq(size_t(M) * K), y(size_t(M) * N);
+    DeviceBuffer<float> ref(size_t(M) * N);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    for (const char* mode : {"W4A16", "W4A4"}) {
+      const bool a4 = mode[3] == '4';
+      if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
+      const uint16_t* xin = a4 ? xq.p : x.p;
+      reference_linear(raw_c.p, raw_s.p, N, K, xin, M, ref.p, s);
+      std::vector<int> warp_variants = a4 || big_scales ? std::vector<int>{0} : std::vector<int>{0, 4, 8};
+      for (int warps : warp_variants) {
+        CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
+        GemmConfig cfg;
+        cfg.warps = warps;
+        if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
+        mxfp4_gemm(weight(0), xin, M, y.p, s, cfg);
+        CK(cudaStreamSynchronize(s));
+        const ErrStats err = compare(y.download(), ref.download());
+        const double us = median_us(
+            [&](int i) {
+              if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
+              mxfp4_gemm(weight(i + 1), xin, M, y.p, s, cfg);
+            },
+            200, s);
+        Row r;
+        r.kernel = big_scales ? "gemm_bigscale" : "gemm";
+        r.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
+        r.M = M;
+        r.mode = mode;
+        r.us = us;
+        r.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
+        r.rel_err = err.rel;
+        r.nan_count = err.nan;
+        r.note = warps ? "warps=" + std::to_string(warps) : "auto" + std::string(a4 ? " (qdq+gemm)" : "");
+        emit(r);
+      }
+    }
+  }
+}
+
+// Fused MoE, Kimi-K2.5 layer shape.
+void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
+  const int H = 7168, I = 2048, topk = 8;
+  const size_t c13 = size_t(2 * I) * H / 2, s13 = size_t(2 * I) * H / 32;
+  const size_t c2 = size_t(H) * I / 2, s2 = size_t(H) * I / 32;
+  DeviceBuffer<uint8_t> r13c(c13 * E), r13s(s13 * E), r2c(c2 * E), r2s(s2 * E);
+  fill_random_bytes(r13c.p, r13c.n, next_seed(), s);
+  fill_random_scales(r13s.p, r13s.n, next_seed(), 118, 123, s);
+  fill_random_bytes(r2c.p, r2c.n, next_seed(), s);
+  fill_random_scales(r2s.p, r2s.n, next_seed(), 118, 123, s);
+  DeviceBuffer<uint8_t> p13c(r13c.n), p13s(r13s.n), p2c(r2c.n), p2s(r2s.n);
+  const std::vector<int64_t> order = mxbench::gate_up_order(I);
+  DeviceBuffer<int64_t> dorder(order.size());
+  CK(cudaMemcpy(dorder.p, order.data(), order.size() * 8, cudaMemcpyHostToDevice));
+  for (int e = 0; e < E; ++e) {
+    pack_mxfp4_device(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, dorder.p, p13c.p + e * c13, p13s.p + e * s13, s);
+    pack_mxfp4_device(r2c.p + e * c2, r2s.p + e * s2, H, I, nullptr, p2c.p + e * c2, p2s.p + e * s2, s);
+  }
+  MoeWeights w;
+  w.w13_codes = p13c.p;
+  w.w13_scales = p13s.p;
+  w.w2_codes = p2c.p;
+  w.w2_scales = p2s.p;
+  w.experts = E;
+  w.hidden = H;
+  w.intermediate = I;
+  const int sets = 8;
+  std::mt19937_64 rng(next_seed());
+  for (int T : Ts) {
+    // Routing sets: distinct experts per token, positive weights summing to 1.
+    std::vector<int> ids(size_t(sets) * T * topk);
+    std::vector<float> wts(ids.size());
+    std::vector<double> touched(sets);
+    for (int st = 0; st < sets; ++st) {
+      std::vector<char> used(E, 0);
+      for (int t = 0; t < T; ++t) {
+        std::vector<int> perm(E);
+        std::iota(perm.begin(), perm.end(), 0);
+        float sum = 0;
+        for (int k = 0; k < topk; ++k) {
+          std::swap(perm[k], perm[k + rng() % (E - k)]);
+          const size_t i = (size_t(st) * T + t) * topk + k;
+          ids[i] = perm[k];
+          used[perm[k]] = 1;
+          wts[i] = 0.1f + float(rng() % 1000) / 1000.f;
+          sum += wts[i];
+        }
+        for (int k = 0; k < topk; ++k) wts[(size_t(st) * T + t) * topk + k] /= sum;
+      }
+      touched[st] = std::accumulate(used.begin(), used.end(), 0.0);
+    }
+    DeviceBuffer<int> dids(ids.size());
+    DeviceBuffer<float> dw(wts.size());
+    CK(cudaMemcpy(dids.p, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dw.p, wts.data(), wts.size() * 4, cudaMemcpyHostToDevice));
+    DeviceBuffer<uint16_t> x(size_t(sets) * T * H);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    DeviceBuffer<float> out(size_t(sets) * T * H);
+    DeviceBuffer<uint8_t> ws(fused_moe_workspace_bytes(w, T, topk) * sets);
+    const size_t ws_bytes = fused_moe_workspace_bytes(w, T, topk);
+    auto step = [&](int st) {
+      fused_moe_decode(w, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
+                       dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
+                       ws.p + ws_bytes * st, s);
+    };
+    // Correctness on set 0: poisoned output and scratch, fresh inputs.
+    CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
+    CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
+    step(0);
+    CK(cudaStreamSynchronize(s));
+    std::vector<float> got = out.download();
+    std::vector<double> ref(size_t(T) * H, 0.0);
+    {
+      DeviceBuffer<float> gu(2 * I), y(H);
+      DeviceBuffer<uint16_t> h(I);
+      std::vector<float> hy;
+      for (int t = 0; t < T; ++t)
+        for (int k = 0; k < topk; ++k) {
+          const int e = ids[size_t(t) * topk + k];
+          reference_linear(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, x.p + size_t(t) * H, 1, gu.p, s);
+          reference_silu_mul(gu.p, I, h.p, s);
+          reference_linear(r2c.p + e * c2, r2s.p + e * s2, H, I, h.p, 1, y.p, s);
+          hy = y.download();
+          for (int n = 0; n < H; ++n) ref[size_t(t) * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
+        }
+    }
+    double num = 0, den = 0;
+    long nan = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (std::isnan(got[i])) { ++nan; continue; }
+      num += (got[i] - ref[i]) * (got[i] - ref[i]);
+      den += ref[i] * ref[i];
+    }
+    const double avg_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / sets;
+    const double bytes = avg_touched * 3.0 * H * I * 0.53125 + 2.0 * T * H + 4.0 * T * H;
+    Row r;
+    r.kernel = "fused_moe";
+    r.shape = "kimi E" + std::to_string(E) + " H7168 I2048 top8";
+    r.M = T;
+    r.mode = "W4A16";
+    r.us = median_us([&](int i) { step(i % sets); }, 200, s);
+    r.floor_us = floor_us(bytes);
+    r.rel_err = std::sqrt(num / std::max(den, 1e-300));
+    r.nan_count = nan;
+    r.extra = avg_touched;
+    r.note = "3 launches, events";
+    emit(r);
+    // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int st = 0; st < sets; ++st) step(st);
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    const double graph_us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 50, s) / sets;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    Row g = r;
+    g.us = graph_us;
+    g.note = "CUDA graph, mean of 8 steps";
+    emit(g);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  const char* json = nullptr;
+  g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
+           std::random_device{}();
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--json FILE] [--seed N]\n");
+      return 2;
+    }
+  }
+  try {
+    if (json) g_json = std::fopen(json, "w");
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB, seed %llu\n", prop.name, prop.multiProcessorCount,
+                prop.l2CacheSize >> 20, (unsigned long long)g_seed);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    measure_copy(s);
+    check_quantizer(s);
+    check_device_pack(s);
+    const std::vector<Shape> shapes = {{"dense_gate_up", 36864, 7168},
+                                       {"dense_down", 7168, 18432},
+                                       {"expert_gate_up", 4096, 7168},
+                                       {"expert_down", 7168, 2048}};
+    const std::vector<int> Ms = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64};
+    for (const Shape& sh : shapes) bench_dense(sh, Ms, s, false);
+    bench_dense({"expert_gate_up", 4096, 7168}, {1, 64}, s, true);
+    bench_moe(quick ? std::vector<int>{1, 40} : std::vector<int>{1, 2, 8, 40}, s, 384);
+
+    std::printf("\n| kernel | shape | M/T | mode | time us | floor us | ratio | rel err | unwritten | note |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Row& r : g_rows)
+      std::printf("| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.2e | %ld | %s |\n", r.kernel.c_str(),
+                  r.shape.c_str(), r.M, r.mode.c_str(), r.us, r.floor_us,
+                  r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.note.c_str());
+    if (g_json) std::fclose(g_json);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mxfp4_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

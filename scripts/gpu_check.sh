@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU check and benchmark of the MXFP4 kernels (needs an sm_90 GPU: H100/H200).
+# Builds bench/mxfp4 (or uses a binary built elsewhere: MXFP4_BENCH=path),
+# runs it (correctness on fresh random inputs + timings), runs the same-run
+# peers (Triton, cuBLAS, torch grouped GEMM) and prints the merged table last.
+#   scripts/gpu_check.sh [--quick] [--out DIR] [--no-peers]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=out/gpu_check
+QUICK=()
+PEERS=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) QUICK=(--quick) ;;
+    --out) OUT_DIR="$2"; shift ;;
+    --no-peers) PEERS=0 ;;
+    *) echo "usage: $0 [--quick] [--out DIR] [--no-peers]" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUT_DIR"
+BENCH=${MXFP4_BENCH:-}
+if [[ -z "$BENCH" ]]; then
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXSERVE_CUDA=ON -DMXSERVE_TESTS=OFF >/dev/null
+  cmake --build build-cuda --target mxfp4_bench -j "$(nproc)"
+  BENCH=build-cuda/src/cuda/mxfp4_bench
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT_DIR/gpu.txt"
+"$BENCH" "${QUICK[@]}" --json "$OUT_DIR/bench.jsonl" 2>&1 | tee "$OUT_DIR/bench.log"
+PEERS_JSON=()
+if [[ $PEERS == 1 ]]; then
+  PEERS_PY=${MXFP4_PEERS:-../shared/peers/mxfp4_peers.py}
+  PYTHONUNBUFFERED=1 python3 bench/mxfp4/peers_run.py --peers "$PEERS_PY" "${QUICK[@]}" \
+    --json "$OUT_DIR/peers.jsonl" 2>&1 | tee "$OUT_DIR/peers.log" || echo "peers failed (see peers.log)"
+  PEERS_JSON=("$OUT_DIR/peers.jsonl")
+fi
+echo
+python3 bench/mxfp4/report.py "$OUT_DIR/bench.jsonl" "${PEERS_JSON[@]}" | tee "$OUT_DIR/table.md"

@@ -1,0 +1,149 @@
+// Device building blocks of the MXFP4 kernels: loads, BF16 dequantization in
+// registers, and the mma.sync loop over one 16-row strip. Included by the .cu
+// files of src/cuda only.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "cuda/host/mxfp4_bits.h"
+
+namespace mx::cuda::dev {
+
+// Weights are read once: keep them out of L1 so activations stay there.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint4 load_act(const uint16_t* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+// a * b for BF16x2 (exact here: one factor is a power of two). fma with -0 keeps
+// the sign of zero products.
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// BF16x2 multipliers for a lane's two rows (g: low byte, g + 8: high byte).
+struct ScaleMul {
+  uint32_t lo, hi;    // 2^(s-1) (s clamped to 128 when kBig)
+  uint32_t lo2, hi2;  // kBig only: 2^(max(s,128) - 128)
+};
+
+template <bool kBig>
+__device__ __forceinline__ ScaleMul scale_multipliers(uint32_t sc16) {
+  ScaleMul m;
+  if constexpr (!kBig) {
+    // (s + 126) << 7 in both halves: one byte-permute and one multiply-add.
+    m.lo = __byte_perm(sc16, 0, 0x4040) * 128u + 0x3F003F00u;
+    m.hi = __byte_perm(sc16, 0, 0x4141) * 128u + 0x3F003F00u;
+  } else {
+    const uint32_t s0 = sc16 & 0xFF, s1 = (sc16 >> 8) & 0xFF;
+    const uint32_t a0 = scale_multiplier_bits(min(s0, 128u)), a1 = scale_multiplier_bits(min(s1, 128u));
+    const uint32_t b0 = big_scale_second_bits(max(s0, 128u)), b1 = big_scale_second_bits(max(s1, 128u));
+    m.lo = a0 | (a0 << 16);
+    m.hi = a1 | (a1 << 16);
+    m.lo2 = b0 | (b0 << 16);
+    m.hi2 = b1 | (b1 << 16);
+  }
+  return m;
+}
+
+// The A fragment (rows g, g+8) of one k16 step from one layout word.
+template <bool kBig>
+__device__ __forceinline__ void dequant_fragment(uint32_t word, const ScaleMul& m, uint32_t (&a)[4]) {
+  a[0] = bf16x2_mul(e2m1_pair_bits(word, 0), m.lo);
+  a[1] = bf16x2_mul(e2m1_pair_bits(word, 1), m.hi);
+  a[2] = bf16x2_mul(e2m1_pair_bits(word, 2), m.lo);
+  a[3] = bf16x2_mul(e2m1_pair_bits(word, 3), m.hi);
+  if constexpr (kBig) {
+    a[0] = bf16x2_mul(a[0], m.lo2);
+    a[1] = bf16x2_mul(a[1], m.hi2);
+    a[2] = bf16x2_mul(a[2], m.lo2);
+    a[3] = bf16x2_mul(a[3], m.hi2);
+  }
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// Accumulates k-tiles [kt0, kt1) of one 16-row strip into acc for NT groups of
+// 8 tokens. `codes`/`scales` point at the strip's first tile; rows[nt] is this
+// lane's token row (token nt*8 + g) or null for a padding token. kU tiles of
+// weights are loaded before any is used, so each warp keeps kU 16-byte loads
+// in flight.
+template <int NT, bool kBig, int kU = 4>
+__device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
+                                          const uint8_t* __restrict__ scales, int kt0, int kt1,
+                                          const uint16_t* const (&rows)[NT], float (&acc)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint4* wp = reinterpret_cast<const uint4*>(codes) + lane;
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales) + (t >> 1) * 8 + g;
+  for (int kt = kt0; kt < kt1; kt += kU) {
+    uint4 w[kU];
+    uint32_t sc[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (kt + u < kt1) {
+        w[u] = load_stream(wp + size_t(kt + u) * 32);
+        sc[u] = __ldg(sp + size_t(kt + u) * 16);
+      } else {
+        w[u] = make_uint4(0, 0, 0, 0);
+        sc[u] = 0;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (kt + u >= kt1) break;
+      const int k0 = (kt + u) * kTileK + 16 * t;
+      uint4 xa[NT][2];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        if (rows[nt]) {
+          xa[nt][0] = load_act(rows[nt] + k0);
+          xa[nt][1] = load_act(rows[nt] + k0 + 8);
+        } else {
+          xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
+        }
+      }
+      const ScaleMul m = scale_multipliers<kBig>(sc[u]);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t a[4];
+        dequant_fragment<kBig>(word_of(w[u], kk), m, a);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint4& xv = xa[nt][kk >> 1];
+          mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
+        }
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {
+  return __uint_as_float(uint32_t(b) << 16);
+}
+
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+}  // namespace mx::cuda::dev

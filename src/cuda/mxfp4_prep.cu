@@ -1,0 +1,108 @@
+// Preparation kernels: the W4A4 activation quantize-dequantize and the device
+// re-layout of checkpoint weights into the kernel layout.
+#include <cuda_runtime.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_kernels.h"
+
+namespace mx::cuda {
+
+namespace {
+
+// E2M1 magnitude grid and its round-half-to-even (mirrors
+// host/mxfp4_reference.cc: round_to_e2m1_magnitude).
+__device__ __forceinline__ float e2m1_round_magnitude(float v) {
+  if (v <= 0.25f) return 0.f;
+  if (v < 0.75f) return 0.5f;
+  if (v <= 1.25f) return 1.f;
+  if (v < 1.75f) return 1.5f;
+  if (v <= 2.5f) return 2.f;
+  if (v < 3.5f) return 3.f;
+  if (v <= 5.0f) return 4.f;
+  return 6.f;
+}
+
+// 2^e as a float for e in [-127, 127] (2^-127 is a subnormal).
+__device__ __forceinline__ float exp2_int(int e) {
+  return e >= -126 ? __uint_as_float(uint32_t(e + 127) << 23) : __uint_as_float(0x00400000u);
+}
+
+// One thread per 32-element block: 64 bytes in, 64 bytes out.
+__global__ void qdq_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ y, int64_t blocks) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  const uint4* src = reinterpret_cast<const uint4*>(x) + b * 4;
+  uint4 v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = src[i];
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(v);
+  uint32_t amax = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) amax = max(amax, uint32_t(h[i] & 0x7FFF));
+  const uint32_t rounded = (amax + 0x20u) & 0xFF80u;
+  const int e_s = min(max(int(rounded >> 7) - 129, -127), 127);
+  const float inv = exp2_int(-e_s), scale = exp2_int(e_s);
+  uint4 o[4];
+  uint16_t* oh = reinterpret_cast<uint16_t*>(o);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const float mag = e2m1_round_magnitude(fabsf(dev::bf16_bits_to_float(h[i])) * inv) * scale;
+    oh[i] = dev::float_to_bf16_bits(mag) | (h[i] & 0x8000);
+  }
+  uint4* dst = reinterpret_cast<uint4*>(y) + b * 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dst[i] = o[i];
+}
+
+// One thread per output code byte: gathers its two nibbles (no write races).
+__global__ void pack_codes_kernel(const uint8_t* __restrict__ codes, int64_t N, int64_t K,
+                                  const int64_t* __restrict__ order, uint8_t* __restrict__ out) {
+  const int64_t byte = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (byte >= N * K / 2) return;
+  uint8_t v = 0;
+  for (int nib = 0; nib < 2; ++nib) {
+    int64_t r, k;
+    kernel_code_source(byte, nib, K, r, k);
+    const int64_t src_row = order ? order[r] : r;
+    const uint8_t c = (codes[src_row * (K / 2) + k / 2] >> (4 * (k & 1))) & 0xF;
+    v |= uint8_t(c << (4 * nib));
+  }
+  out[byte] = v;
+}
+
+__global__ void pack_scales_kernel(const uint8_t* __restrict__ scales, int64_t N, int64_t K,
+                                   const int64_t* __restrict__ order, uint8_t* __restrict__ out) {
+  const int64_t byte = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (byte >= N * K / kBlockK) return;
+  int64_t r, kb;
+  kernel_scale_source(byte, K, r, kb);
+  const int64_t src_row = order ? order[r] : r;
+  out[byte] = scales[src_row * (K / kBlockK) + kb];
+}
+
+unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+}  // namespace
+
+void mxfp4_qdq_activations(const uint16_t* x, uint16_t* xq, int M, int K, cudaStream_t stream) {
+  if (K % kBlockK) fail_input("mxfp4_qdq_activations: K={} is not a multiple of 32", K);
+  const int64_t blocks = int64_t(M) * K / kBlockK;
+  if (blocks == 0) return;
+  qdq_kernel<<<blocks_for(blocks, 128), 128, 0, stream>>>(x, xq, blocks);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+void pack_mxfp4_device(const uint8_t* codes, const uint8_t* scales, int64_t N, int64_t K,
+                       const int64_t* row_order, uint8_t* packed_codes, uint8_t* packed_scales,
+                       cudaStream_t stream) {
+  if (N <= 0 || N % kStripRows || K <= 0 || K % kTileK)
+    fail_input("pack_mxfp4_device: needs N % 16 == 0 and K % 64 == 0, got N={} K={}", N, K);
+  pack_codes_kernel<<<blocks_for(N * K / 2, 256), 256, 0, stream>>>(codes, N, K, row_order, packed_codes);
+  MX_CUDA_CHECK(cudaGetLastError());
+  pack_scales_kernel<<<blocks_for(N * K / kBlockK, 256), 256, 0, stream>>>(scales, N, K, row_order, packed_scales);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mx::cuda
