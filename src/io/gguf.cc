@@ -1,16 +1,11 @@
 #include "io/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 
 namespace mx {
 namespace {
@@ -22,44 +17,6 @@ constexpr uint64_t kMaxTensors = 1u << 22;
 constexpr uint64_t kMaxKv = 1u << 20;
 constexpr uint32_t kMaxDims = 4;
 constexpr int kMaxArrayNesting = 3;
-
-// A read-only mapping of the whole file; tensor views keep it alive.
-// (io/mapped_file.h does the same for safetensors; this copy keeps the GGUF
-// reader independent of it until both land.)
-class GgufMapping : public Storage {
- public:
-  explicit GgufMapping(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail_input("cannot open GGUF file {}: {}", path.string(), std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      int err = errno;
-      ::close(fd);
-      fail_input("cannot stat GGUF file {}: {}", path.string(), std::strerror(err));
-    }
-    size_ = size_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        int err = errno;
-        ::close(fd);
-        fail_input("cannot map GGUF file {}: {}", path.string(), std::strerror(err));
-      }
-      data_ = static_cast<uint8_t*>(p);
-    }
-    ::close(fd);
-  }
-  ~GgufMapping() override {
-    if (data_) ::munmap(data_, size_);
-  }
-  uint8_t* data() override { return data_; }
-  size_t size() const override { return size_; }
-  bool writable() const override { return false; }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // Bounds-checked little-endian cursor over the mapping.
 class Cursor {
@@ -184,7 +141,7 @@ std::shared_ptr<const GgufFile> GgufFile::open(const std::filesystem::path& path
   f->path_ = path;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) fail_input("GGUF file {} does not exist or is not a regular file", path.string());
-  f->mapping_ = std::make_shared<GgufMapping>(path);
+  f->mapping_ = std::make_shared<MappedFile>(path);
   f->parse();
   return f;
 }
