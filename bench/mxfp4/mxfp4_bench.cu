@@ -251,11 +251,16 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
       const uint16_t* xin = a4 ? xq.p : x.p;
       reference_linear(raw_c.p, raw_s.p, N, K, xin, M, ref.p, s);
-      std::vector<int> warp_variants = a4 || big_scales ? std::vector<int>{0} : std::vector<int>{0, 4, 8};
-      for (int warps : warp_variants) {
+      std::vector<std::pair<int, int>> variants = {{0, 0}};
+      if (!a4 && !big_scales) {
+        if (M <= 16) variants.insert(variants.end(), {{1, 4}, {1, 8}});
+        else variants.insert(variants.end(), {{1, 4}, {2, 4}});
+      }
+      for (auto [spc, ks] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
-        cfg.warps = warps;
+        cfg.strips_per_cta = spc;
+        cfg.k_slices = ks;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
         mxfp4_gemm(weight(0), xin, M, y.p, s, cfg);
         CK(cudaStreamSynchronize(s));
@@ -275,7 +280,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
         r.rel_err = err.rel;
         r.nan_count = err.nan;
-        r.note = warps ? "warps=" + std::to_string(warps) : "auto" + std::string(a4 ? " (qdq+gemm)" : "");
+        r.note = spc ? "spc=" + std::to_string(spc) + " ks=" + std::to_string(ks)
+                     : "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         emit(r);
       }
     }
@@ -342,11 +348,14 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     DeviceBuffer<float> out(size_t(sets) * T * H);
     DeviceBuffer<uint8_t> ws(fused_moe_workspace_bytes(w, T, topk) * sets);
     const size_t ws_bytes = fused_moe_workspace_bytes(w, T, topk);
+    MoeConfig cfg;
     auto step = [&](int st) {
       fused_moe_decode(w, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
                        dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
-                       ws.p + ws_bytes * st, s);
+                       ws.p + ws_bytes * st, s, cfg);
     };
+    for (int variant : {0, 1, 4}) {
+    cfg.down_k_slices = variant;
     // Correctness on set 0: poisoned output and scratch, fresh inputs.
     CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
     CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
@@ -387,8 +396,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     r.rel_err = std::sqrt(num / std::max(den, 1e-300));
     r.nan_count = nan;
     r.extra = avg_touched;
-    r.note = "3 launches, events";
+    r.note = std::string("3 launches, events, down_k_slices=") + (variant ? std::to_string(variant) : "auto");
     emit(r);
+    if (variant) continue;
     // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -401,8 +411,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     cudaGraphDestroy(graph);
     Row g = r;
     g.us = graph_us;
-    g.note = "CUDA graph, mean of 8 steps";
+    g.note = "CUDA graph, mean of 8 steps, auto";
     emit(g);
+    }
   }
 }
 

@@ -5,11 +5,15 @@
 //      number of active experts leave at once. Each strip holds 8 gate and the
 //      matching 8 up rows, so SiLU(gate) * up happens in the epilogue; h is
 //      BF16 [pairs, I] in routed order. Also zeroes `out` for step 3;
-//   3. down: grid (H/16 / warps, max active experts); each warp owns a strip
-//      over all of I and adds weight * result into out with FP32 atomics.
+//   3. down: grid (H/16 strips, max active experts); the CTA's warps split I,
+//      meet in shared memory, and add weight * result into out with FP32
+//      atomics.
 // Nothing is read back by the host, so the three launches can be captured in
 // a CUDA graph.
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
@@ -153,34 +157,47 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
   }
 }
 
-template <bool kBig>
+// CTA = kDownWarps warps = (kDownWarps / kKs) strips x kKs K-slices.
+template <int kKs, bool kBig>
 __global__ void __launch_bounds__(kDownWarps * 32)
     down_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                 const uint16_t* __restrict__ h, int H, int I, int topk,
                 const int* __restrict__ offsets, const int* __restrict__ sorted_pairs,
                 const int* __restrict__ active, const int* __restrict__ num_active,
                 const float* __restrict__ weights, float* __restrict__ out) {
+  constexpr int kSpc = kDownWarps / kKs;
   const int a = blockIdx.y;
   if (a >= *num_active) return;
+  __shared__ float partial[kKs][kSpc][4][32];
   const int e = active[a], beg = offsets[e], cnt = offsets[e + 1] - beg;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int strip = blockIdx.x * kDownWarps + warp;
-  if (strip * kStripRows >= H) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+  const int s_local = warp % kSpc, slice = warp / kSpc;
+  const int strip = blockIdx.x * kSpc + s_local;
   const int KT = I / kTileK;
+  const int kt0 = slice * KT / kKs, kt1 = (slice + 1) * KT / kKs;
   const size_t tile0 = size_t(e) * (H / kStripRows) * KT + size_t(strip) * KT;
   for (int c0 = 0; c0 < cnt; c0 += 8) {
     const uint16_t* rows[1] = {c0 + g < cnt ? h + size_t(beg + c0 + g) * I : nullptr};
     float acc[1][4] = {};
-    dev::strip_mma<1, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, 0,
-                            KT, rows, acc);
+    dev::strip_mma<1, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
+                            kt1, rows, acc);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int col = c0 + 2 * t + (c & 1);
-      if (col >= cnt) continue;
-      const int pair = sorted_pairs[beg + col];
-      const int row = strip * kStripRows + g + 8 * (c >> 1);
-      atomicAdd(out + size_t(pair / topk) * H + row, weights[pair] * acc[0][c]);
+    for (int c = 0; c < 4; ++c) partial[slice][s_local][c][lane] = acc[0][c];
+    __syncthreads();
+    for (int e = threadIdx.x; e < kSpc * 4 * 32; e += kDownWarps * 32) {
+      // Entries: kSpc strips x 4 fragment registers x 32 lanes.
+      const int sl = e / 128, c = (e >> 5) & 3, l = e & 31;
+      float sum = 0.f;
+#pragma unroll
+      for (int k = 0; k < kKs; ++k) sum += partial[k][sl][c][l];
+      const int col = c0 + 2 * (l & 3) + (c & 1);
+      if (col < cnt) {
+        const int pair = sorted_pairs[beg + col];
+        const int row = (blockIdx.x * kSpc + sl) * kStripRows + (l >> 2) + 8 * (c >> 1);
+        atomicAdd(out + size_t(pair / topk) * H + row, weights[pair] * sum);
+      }
     }
+    __syncthreads();
   }
 }
 
@@ -194,11 +211,11 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) 
 
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,
                       const float* topk_weights, int T, int topk, float* out, void* workspace,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, MoeConfig config) {
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   if (E <= 0 || E > kRouteThreads)
     fail_input("fused_moe_decode: {} experts; the router kernel handles 1..{}", E, kRouteThreads);
-  if (H % kTileK || I % kTileK || H % (kStripRows * kDownWarps))
+  if (H % (kTileK * kDownWarps) || I % kTileK)
     fail_input("fused_moe_decode: H={} and I={} must be multiples of 64", H, I);
   if (T <= 0 || topk <= 0) return;
   const int pairs = T * topk;
@@ -207,18 +224,29 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
                                                 s.active, s.num_active);
   MX_CUDA_CHECK(cudaGetLastError());
   const unsigned max_active = unsigned(std::min(E, pairs));
-  const dim3 gu_grid(unsigned(I / 8), max_active), down_grid(unsigned(H / kStripRows / kDownWarps), max_active);
+  const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
+  if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
+  const dim3 gu_grid(unsigned(I / 8), max_active);
+  const dim3 down_grid(unsigned(H / kStripRows / (kDownWarps / ks)), max_active);
   const int64_t out_elems = int64_t(T) * H;
-  if (w.big_scales) {
-    gate_up_kernel<true><<<gu_grid, kGateUpWarps * 32, 0, stream>>>(w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active, s.num_active, s.h, out, out_elems);
+  auto launch = [&](auto big) {
+    constexpr bool kBig = decltype(big)::value;
+    gate_up_kernel<kBig><<<gu_grid, kGateUpWarps * 32, 0, stream>>>(
+        w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active,
+        s.num_active, s.h, out, out_elems);
     MX_CUDA_CHECK(cudaGetLastError());
-    down_kernel<true><<<down_grid, kDownWarps * 32, 0, stream>>>(w.w2_codes, w.w2_scales, s.h, H, I, topk, s.offsets, s.sorted_pairs, s.active, s.num_active, topk_weights, out);
-  } else {
-    gate_up_kernel<false><<<gu_grid, kGateUpWarps * 32, 0, stream>>>(w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active, s.num_active, s.h, out, out_elems);
+    if (ks == 4)
+      down_kernel<4, kBig><<<down_grid, kDownWarps * 32, 0, stream>>>(
+          w.w2_codes, w.w2_scales, s.h, H, I, topk, s.offsets, s.sorted_pairs, s.active,
+          s.num_active, topk_weights, out);
+    else
+      down_kernel<1, kBig><<<down_grid, kDownWarps * 32, 0, stream>>>(
+          w.w2_codes, w.w2_scales, s.h, H, I, topk, s.offsets, s.sorted_pairs, s.active,
+          s.num_active, topk_weights, out);
     MX_CUDA_CHECK(cudaGetLastError());
-    down_kernel<false><<<down_grid, kDownWarps * 32, 0, stream>>>(w.w2_codes, w.w2_scales, s.h, H, I, topk, s.offsets, s.sorted_pairs, s.active, s.num_active, topk_weights, out);
-  }
-  MX_CUDA_CHECK(cudaGetLastError());
+  };
+  if (w.big_scales) launch(std::true_type{});
+  else launch(std::false_type{});
 }
 
 }  // namespace mx::cuda

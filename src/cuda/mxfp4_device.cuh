@@ -87,23 +87,27 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 // Accumulates k-tiles [kt0, kt1) of one 16-row strip into acc for NT groups of
 // 8 tokens. `codes`/`scales` point at the strip's first tile; rows[nt] is this
 // lane's token row (token nt*8 + g) or null for a padding token. kU tiles of
-// weights are loaded before any is used, so each warp keeps kU 16-byte loads
-// in flight.
+// weights are requested before any is used. A double-buffered version (2*kU
+// loads in flight per warp) needed ~130 registers instead of ~50 and ran
+// 15-25% slower on H200: occupancy hides latency better here (docs/kernels.md).
 template <int NT, bool kBig, int kU = 4>
 __device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
                                           const uint8_t* __restrict__ scales, int kt0, int kt1,
                                           const uint16_t* const (&rows)[NT], float (&acc)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const uint4* wp = reinterpret_cast<const uint4*>(codes) + lane;
-  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales) + (t >> 1) * 8 + g;
-  for (int kt = kt0; kt < kt1; kt += kU) {
+  const uint4* wp = reinterpret_cast<const uint4*>(codes) + lane + kt0 * 32;
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales) + (t >> 1) * 8 + g + kt0 * 16;
+  const uint16_t* xrow[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) xrow[nt] = rows[nt] ? rows[nt] + kt0 * kTileK + 16 * t : nullptr;
+  for (int kt = kt0; kt < kt1; kt += kU, wp += kU * 32, sp += kU * 16) {
     uint4 w[kU];
     uint32_t sc[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if (kt + u < kt1) {
-        w[u] = load_stream(wp + size_t(kt + u) * 32);
-        sc[u] = __ldg(sp + size_t(kt + u) * 16);
+        w[u] = load_stream(wp + u * 32);
+        sc[u] = __ldg(sp + u * 16);
       } else {
         w[u] = make_uint4(0, 0, 0, 0);
         sc[u] = 0;
@@ -112,13 +116,12 @@ __device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if (kt + u >= kt1) break;
-      const int k0 = (kt + u) * kTileK + 16 * t;
       uint4 xa[NT][2];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        if (rows[nt]) {
-          xa[nt][0] = load_act(rows[nt] + k0);
-          xa[nt][1] = load_act(rows[nt] + k0 + 8);
+        if (xrow[nt]) {
+          xa[nt][0] = load_act(xrow[nt] + u * kTileK);
+          xa[nt][1] = load_act(xrow[nt] + u * kTileK + 8);
         } else {
           xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
         }
@@ -135,6 +138,9 @@ __device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
         }
       }
     }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      if (xrow[nt]) xrow[nt] += kU * kTileK;
   }
 }
 

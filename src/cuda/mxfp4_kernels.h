@@ -20,8 +20,11 @@ struct Mxfp4DeviceWeight {
 
 // Kernel choices. 0 = chosen from the shape (see docs/kernels.md); the bench
 // and the CLI can force them.
+// Compiled pairs: up to 16 tokens (1,4) (1,8) (1,16); more tokens (1,4) (2,4)
+// (4,2).
 struct GemmConfig {
-  int warps = 0;  // warps per CTA; they split K of one 16-row strip
+  int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
+  int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
@@ -61,10 +64,16 @@ struct MoeWeights {
 // Bytes of scratch fused_moe_decode needs for up to `max_tokens` tokens.
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 
+// Kernel choices, 0 = from the shape. down_k_slices: warps per 16-row strip
+// of the down projection (1 or 4; 4 = more, shorter warps for few tokens).
+struct MoeConfig {
+  int down_k_slices = 0;
+};
+
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
 // topk_weights: FP32 [T, topk]; workspace: fused_moe_workspace_bytes, 256-byte aligned.
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,
                       const float* topk_weights, int T, int topk, float* out, void* workspace,
-                      cudaStream_t stream);
+                      cudaStream_t stream, MoeConfig config = {});
 
 }  // namespace mx::cuda
