@@ -19,6 +19,12 @@ class ChatTemplate {
   // (raise_exception, unknown constructs) with the template's message.
   virtual std::string render(const nlohmann::json& messages, const nlohmann::json& tools,
                              bool add_generation_prompt, const nlohmann::json& extra = nullptr) const = 0;
+  // Same, keeping the objects' key order: `tools | tojson` then prints keys in
+  // the order the client sent them, as Python does (nlohmann::json sorts keys).
+  // The server should parse requests as ordered_json and call this one.
+  virtual std::string render_ordered(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                     bool add_generation_prompt,
+                                     const nlohmann::ordered_json& extra = nullptr) const = 0;
 };
 
 // Parses a template source once; bos/eos token strings become template vars.
