@@ -42,7 +42,8 @@ def run_jsonl(args, requests, timeout=300):
     proc = subprocess.run([mxserve_binary(), "tokenize", "--jsonl", *args], input=payload.encode(),
                           capture_output=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    lines = proc.stdout.decode("utf-8").splitlines()
+    # Split on "\n" only: answers may hold U+2028 or U+0085, which splitlines() would cut at.
+    lines = proc.stdout.decode("utf-8").split("\n")[:-1]
     assert len(lines) == len(requests), proc.stderr.decode(errors="replace")
     return [json.loads(line) for line in lines]
 
