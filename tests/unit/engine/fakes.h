@@ -5,7 +5,10 @@
 // hit on the wrong block or a wrong position all change the sampled tokens,
 // and reading a slot that was never written throws.
 #pragma once
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,7 @@ class FakeModel : public CausalLM {
   }
   Tensor forward(const ForwardBatch& batch) override {
     ++num_forward_calls;
+    if (step_delay.count() > 0) std::this_thread::sleep_for(step_delay);
     if (fail_next_forward) {
       fail_next_forward = false;
       fail("fake model failure");
@@ -72,7 +76,8 @@ class FakeModel : public CausalLM {
 
   int64_t num_forward_calls = 0;
   int64_t max_tokens_in_step = 0;
-  bool fail_next_forward = false;
+  std::atomic<bool> fail_next_forward{false};
+  std::chrono::milliseconds step_delay{0};  // makes requests last long enough to overlap
   KvCacheDtype dtype_ = KvCacheDtype::Auto;
 
  private:
@@ -89,13 +94,14 @@ class FakeModel : public CausalLM {
 
 // Token 0 = <bos> and 1 = <eos> are special; token t >= 2 stands for one or two
 // lowercase letters (t < 28: 'a'+t-2; otherwise two letters), so stop strings
-// can span token boundaries. encode() maps each letter to its one-letter token.
+// can span token boundaries. encode() maps each letter to its one-letter token
+// (other bytes to some letter token).
 class FakeTokenizer : public Tokenizer {
  public:
   explicit FakeTokenizer(int32_t vocab = 64) : vocab_(vocab) {}
   std::vector<int32_t> encode(std::string_view text, bool) const override {
     std::vector<int32_t> ids;
-    for (char c : text) ids.push_back(int32_t(c - 'a') + 2);
+    for (char c : text) ids.push_back(c >= 'a' && c <= 'z' ? int32_t(c - 'a') + 2 : 2 + int32_t(static_cast<unsigned char>(c) % 26));
     return ids;
   }
   std::string decode(std::span<const int32_t> ids, bool skip_special) const override {
