@@ -14,7 +14,9 @@
 
 namespace mx {
 
-enum class KvCacheDtype { Auto, BF16, FP8 };
+// Auto = BF16. F32 is a reference mode for tests and the golden comparisons.
+// FP8 is E4M3 with one F32 scale per token per layer (and per K / V).
+enum class KvCacheDtype { Auto, BF16, FP8, F32 };
 
 struct SequenceSlice {
   int64_t num_cached_tokens = 0;     // tokens already in the KV cache

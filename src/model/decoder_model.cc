@@ -1,0 +1,104 @@
+#include "model/decoder_model.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace mx {
+
+DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::unique_ptr<TensorSource> source)
+    : config_(std::move(config)), options_(options), source_(std::move(source)) {
+  if (options.num_threads > 0) ThreadPool::set_global_threads(options.num_threads);
+  ops_ = make_cpu_ops(options.activation_mode);
+  loader_ = std::make_unique<WeightLoader>(config_, *source_);
+}
+
+void DecoderModel::load_common(const WeightLoader& w) {
+  embed_ = w.tensor("model.embed_tokens.weight");
+  final_norm_ = w.tensor("model.norm.weight");
+  if (config_.tie_word_embeddings && !w.has("lm_head.weight")) {
+    lm_head_.name = "lm_head (tied to embed_tokens)";
+    lm_head_.format = WeightFormat::Dense;
+    lm_head_.out_features = embed_.dim(0);
+    lm_head_.in_features = embed_.dim(1);
+    lm_head_.weight = embed_;
+  } else {
+    lm_head_ = w.linear("lm_head");
+  }
+  if (embed_.ndim() != 2 || embed_.dim(1) != config_.hidden_size)
+    fail_input("embed_tokens {} does not match hidden_size {}", embed_.describe(), config_.hidden_size);
+  weight_summary_ = w.summary();
+  // One line: the loader's summary lists one format per line.
+  while (!weight_summary_.empty() && weight_summary_.back() == '\n') weight_summary_.pop_back();
+  for (char& ch : weight_summary_)
+    if (ch == '\n') ch = ';';
+}
+
+int64_t DecoderModel::kv_bytes_per_token(KvCacheDtype dtype) const {
+  int64_t total = 0;
+  for (const DecoderLayer& l : layers_) total += l.attention->kv_bytes_per_token(kv_storage_dtype(dtype));
+  return total;
+}
+
+void DecoderModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) {
+  if (num_blocks <= 0 || block_size <= 0)
+    fail_input("KV cache needs positive block count and size, got {} x {}", num_blocks, block_size);
+  for (DecoderLayer& l : layers_) l.attention->allocate(*ops_, num_blocks, block_size, kv_storage_dtype(dtype));
+  block_size_ = block_size;
+  kv_allocated_ = true;
+}
+
+StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
+  const int64_t tokens = int64_t(batch.token_ids.size());
+  if (int64_t(batch.positions.size()) != tokens)
+    fail_input("forward: {} positions for {} tokens", batch.positions.size(), tokens);
+  StepContext step;
+  step.positions = batch.positions;
+  step.attention.block_size = block_size_;
+  int64_t row = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    if (s.num_new_tokens < 0 || s.num_cached_tokens < 0) fail_input("forward: negative token counts in a sequence");
+    const int64_t ctx = s.num_cached_tokens + s.num_new_tokens;
+    if (int64_t(s.block_table.size()) * block_size_ < ctx)
+      fail_input("forward: {} blocks of {} cannot hold {} tokens", s.block_table.size(), block_size_, ctx);
+    for (int64_t i = s.num_cached_tokens; i < ctx; ++i)
+      step.attention.slots.push_back(int64_t(s.block_table[size_t(i / block_size_)]) * block_size_ + i % block_size_);
+    step.attention.seqs.push_back({row, s.num_new_tokens, s.num_cached_tokens, s.block_table});
+    row += s.num_new_tokens;
+  }
+  if (row != tokens) fail_input("forward: sequences cover {} tokens but the batch has {}", row, tokens);
+  return step;
+}
+
+Tensor DecoderModel::forward(const ForwardBatch& batch) {
+  if (!kv_allocated_) fail("forward called before allocate_kv_cache");
+  StepContext step = make_step(batch);
+  Ops& ops = *ops_;
+  const float eps = float(config_.rms_norm_eps);
+  Tensor x = ops.embedding(embed_, batch.token_ids);
+  Tensor h = ops.rms_norm(x, layers_.front().input_norm, eps);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    DecoderLayer& l = layers_[i];
+    h = ops.add_rms_norm(x, l.attention->forward(ops, h, step), l.post_attention_norm, eps);
+    Tensor y = l.ffn->forward(ops, h);
+    const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
+    h = ops.add_rms_norm(x, y, next_norm, eps);
+  }
+  // Logits only for the last new token of sequences that want them.
+  std::vector<int64_t> rows;
+  int64_t row = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    row += s.num_new_tokens;
+    if (s.need_logits && s.num_new_tokens > 0) rows.push_back(row - 1);
+  }
+  return ops.linear(ops.gather_rows(h, rows), lm_head_);
+}
+
+std::string DecoderModel::describe() const {
+  return fmt::format("{} ({}), {} layers, weights: {}, activations {}, cpu", family_name(), config_.model_type,
+                     layers_.size(), weight_summary_,
+                     options_.activation_mode == ActivationMode::W4A4 ? "W4A4" : "W4A16");
+}
+
+}  // namespace mx

@@ -1,0 +1,58 @@
+// The decoder stack shared by every family: embedding, pre-norm layers
+// (attention + feed-forward with residuals), final norm, LM head, and the
+// paged-KV bookkeeping of CausalLM. A family (llama.cc, deepseek_v3.cc) only
+// says which attention and feed-forward each layer has.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "io/tensor_source.h"
+#include "model/causal_lm.h"
+#include "model/layers.h"
+
+namespace mx {
+
+struct DecoderLayer {
+  Tensor input_norm, post_attention_norm;
+  std::unique_ptr<Attention> attention;
+  std::unique_ptr<FeedForward> ffn;
+};
+
+class DecoderModel : public CausalLM {
+ public:
+  DecoderModel(ModelConfig config, const LoadOptions& options, std::unique_ptr<TensorSource> source);
+
+  const ModelConfig& config() const override { return config_; }
+  int64_t kv_bytes_per_token(KvCacheDtype dtype) const override;
+  void allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) override;
+  Tensor forward(const ForwardBatch& batch) override;
+  std::string describe() const override;
+
+ protected:
+  // Called by a family's constructor once its layers are built.
+  void load_common(const WeightLoader& w);
+  virtual std::string family_name() const = 0;
+
+  ModelConfig config_;
+  LoadOptions options_;
+  std::unique_ptr<TensorSource> source_;
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<WeightLoader> loader_;
+  RopeTable rope_;
+  Tensor embed_, final_norm_;
+  LinearWeight lm_head_;
+  std::vector<DecoderLayer> layers_;
+  std::string weight_summary_;
+
+ private:
+  StepContext make_step(const ForwardBatch& batch) const;
+  int64_t block_size_ = 0;
+  bool kv_allocated_ = false;
+};
+
+std::unique_ptr<CausalLM> make_llama(ModelConfig config, const LoadOptions& options,
+                                     std::unique_ptr<TensorSource> source);
+std::unique_ptr<CausalLM> make_deepseek_v3(ModelConfig config, const LoadOptions& options,
+                                           std::unique_ptr<TensorSource> source);
+
+}  // namespace mx
