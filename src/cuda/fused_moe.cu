@@ -25,7 +25,6 @@ namespace mx::cuda {
 namespace {
 
 constexpr int kRouteThreads = 1024;
-constexpr int kGateUpWarps = 4;
 constexpr int kDownWarps = 4;
 
 struct MoeScratch {
@@ -109,7 +108,8 @@ __global__ void __launch_bounds__(kRouteThreads)
   }
 }
 
-template <bool kBig>
+// kGateUpWarps warps split K (H) of one strip.
+template <int kGateUpWarps, bool kBig>
 __global__ void __launch_bounds__(kGateUpWarps * 32)
     gate_up_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                    const uint16_t* __restrict__ x, int H, int I, int topk,
@@ -226,14 +226,22 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const unsigned max_active = unsigned(std::min(E, pairs));
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
+  const int gks = config.gate_up_k_slices ? config.gate_up_k_slices : 4;
+  if (gks != 4 && gks != 8)
+    fail_input("fused_moe_decode: gate_up_k_slices must be 4 or 8, got {}", gks);
   const dim3 gu_grid(unsigned(I / 8), max_active);
   const dim3 down_grid(unsigned(H / kStripRows / (kDownWarps / ks)), max_active);
   const int64_t out_elems = int64_t(T) * H;
   auto launch = [&](auto big) {
     constexpr bool kBig = decltype(big)::value;
-    gate_up_kernel<kBig><<<gu_grid, kGateUpWarps * 32, 0, stream>>>(
-        w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active,
-        s.num_active, s.h, out, out_elems);
+    if (gks == 8)
+      gate_up_kernel<8, kBig><<<gu_grid, 8 * 32, 0, stream>>>(
+          w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active,
+          s.num_active, s.h, out, out_elems);
+    else
+      gate_up_kernel<4, kBig><<<gu_grid, 4 * 32, 0, stream>>>(
+          w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active,
+          s.num_active, s.h, out, out_elems);
     MX_CUDA_CHECK(cudaGetLastError());
     if (ks == 4)
       down_kernel<4, kBig><<<down_grid, kDownWarps * 32, 0, stream>>>(

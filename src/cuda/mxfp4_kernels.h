@@ -65,9 +65,11 @@ struct MoeWeights {
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 
 // Kernel choices, 0 = from the shape. down_k_slices: warps per 16-row strip
-// of the down projection (1 or 4; 4 = more, shorter warps for few tokens).
+// of the down projection (1 or 4; 4 = more, shorter warps for few tokens);
+// gate_up_k_slices: warps per gate_up strip (4 or 8).
 struct MoeConfig {
   int down_k_slices = 0;
+  int gate_up_k_slices = 0;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
