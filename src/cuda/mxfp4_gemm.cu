@@ -92,15 +92,18 @@ void launch_for_config(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uin
   fail_input("mxfp4_gemm: no kernel for {} strips per CTA x {} K-slices at {} tokens", spc, ks, M);
 }
 
-// Measured on H200 (docs/kernels.md). Few tokens: K-slices give each strip
-// more loads in flight; big weights already fill the GPU with 4 slices, small
-// ones want 8. Many tokens: 4 slices; sharing activations between strips of a
-// CTA (strips_per_cta 2 or 4) measured no faster.
+// Measured on H200 (docs/kernels.md, runs 3-6). Few tokens: K-slices give each
+// strip more loads in flight. Large weights (>= 2048 strips) fill the GPU with 4;
+// a few hundred strips over a long K want 16 (4096x7168: 10.8 vs 12.4 us with 8);
+// short K wants 8 (7168x2048: 8.1 vs 8.8 with 16). Many tokens: 4 slices; sharing
+// activations between strips of a CTA (strips_per_cta 2 or 4) measured no faster.
 GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
-  const int64_t strips = w.rows / kStripRows;
+  const int64_t strips = w.rows / kStripRows, tiles = w.cols / kTileK;
   GemmConfig c;
   c.strips_per_cta = 1;
-  c.k_slices = (M <= 16 && strips < 2048) ? 8 : 4;
+  if (M > 16 || strips >= 2048) c.k_slices = 4;
+  else if (strips <= 256 && tiles >= 96) c.k_slices = 16;
+  else c.k_slices = 8;
   return c;
 }
 
