@@ -3,6 +3,7 @@
 // array, keys stored back to back in one arena, no per-key allocation.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,8 +34,22 @@ class BytesIndex {
     int32_t id = -1;
   };
   static uint64_t hash(std::string_view key) {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, then a final mix for the low bits
-    for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;
+    // 8 bytes at a time with a multiply-xorshift mix: tokens are short, and
+    // this is hashed for every candidate merge.
+    const char* p = key.data();
+    size_t n = key.size();
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+      p += 8;
+      n -= 8;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p, n);
+    h = (h ^ tail) * 0x94d049bb133111ebull;
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ull;
     return h ^ (h >> 32);

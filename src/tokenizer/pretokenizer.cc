@@ -108,11 +108,15 @@ void PreTokenizer::split_from(size_t step, std::string_view text,
 
 namespace patterns {
 // Alternatives 2 and 3 of Kimi's pattern use `[X&&[^\p{Han}]]`; `(?!\p{Han})`
-// before the class gives the same set. `\p{Han}` is PCRE2's Han script.
-#define MX_KIMI_UPPER R"((?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]))"
-#define MX_KIMI_LOWER R"((?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}]))"
+// before the class gives the same set. The reference (tiktoken, Rust regex)
+// reads `\p{Han}` as Script=Han, which PCRE2 >= 10.40 spells `\p{sc:Han}`
+// (its bare `\p{Han}` is Script_Extensions and would take in CJK punctuation
+// such as U+3002, splitting "。\n" differently).
+#define MX_HAN R"(\p{sc:Han})"
+#define MX_KIMI_UPPER "(?:(?!" MX_HAN R"()[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]))"
+#define MX_KIMI_LOWER "(?:(?!" MX_HAN R"()[\p{Ll}\p{Lm}\p{Lo}\p{M}]))"
 const char* const kKimi =
-    R"([\p{Han}]+)"
+    "[" MX_HAN "]+"
     R"(|[^\r\n\p{L}\p{N}]?)" MX_KIMI_UPPER "*" MX_KIMI_LOWER R"(+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
     R"(|[^\r\n\p{L}\p{N}]?)" MX_KIMI_UPPER "+" MX_KIMI_LOWER R"(*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
     R"(|\p{N}{1,3})"
@@ -120,6 +124,7 @@ const char* const kKimi =
     R"(|\s*[\r\n]+)"
     R"(|\s+(?!\S))"
     R"(|\s+)";
+#undef MX_HAN
 #undef MX_KIMI_UPPER
 #undef MX_KIMI_LOWER
 const char* const kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";

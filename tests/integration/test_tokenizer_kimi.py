@@ -30,7 +30,9 @@ def enc():
 
 def extra_texts():
     # Han script-extension punctuation and kana marks sit at the edge of \p{Han}.
-    return ["、。「」〜・ー々〆〇", "日本語、テスト。", "中文，标点！？", "ＡＢＣ１２３", "Ǆǅǆ ǈ", "ΣΑΣ σας"]
+    # ("。\n" is one token: PCRE2's Script_Extensions \p{Han} would split it.)
+    texts = ["、。「」〜・ー々〆〇", "日本語、テスト。", "中文，标点！？", "ＡＢＣ１２３", "Ǆǅǆ ǈ", "ΣΑΣ σας"]
+    return texts + [t + "\n" for t in texts] + ["文章です。\n", "一、\n二、\n", "〆切\n"]
 
 
 def test_encode_matches_tiktoken(kimi_model_dir, enc):

@@ -25,6 +25,10 @@ KIMI_PATTERN = "|".join([
     r"""\s+""",
 ])
 
+# Llama-3's Split regex (HF tokenizer.json), used by the benchmark's trained BPE.
+LLAMA3_PATTERN_FOR_BENCH = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
 
 def mxserve_binary():
     path = os.environ.get("MXSERVE_BINARY")
