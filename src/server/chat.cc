@@ -161,7 +161,7 @@ struct ChatStream {
 
 void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
   const json body = parse_body(req);
-  ChatRequest request = parse_chat_request(body, *state.model);
+  ChatRequest request = parse_chat_request(body, nlohmann::ordered_json::parse(req.body), *state.model);
   if (!request.stream.stream) return respond_whole(state, request, res);
 
   auto stream = std::make_shared<ChatStream>(ChatStream{state, std::move(request), nullptr, state.make_id("chatcmpl"), std::time(nullptr), {}, false});

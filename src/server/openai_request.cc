@@ -9,6 +9,7 @@
 namespace mx {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -141,9 +142,11 @@ json normalize_content(const json& content, const std::string& where) {
   return text;
 }
 
-json normalize_messages(const json* messages) {
+}  // namespace
+
+ordered_json normalize_messages(const json* messages, const ordered_json& ordered) {
   if (!messages || !messages->is_array() || messages->empty()) bad_request("messages", "'messages' must be a non-empty list");
-  json out = json::array();
+  ordered_json out = ordered_json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const std::string where = fmt::format("messages[{}]", i);
     FieldReader m((*messages)[i], where);
@@ -151,14 +154,14 @@ json normalize_messages(const json* messages) {
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       bad_request(where + ".role", "'{}.role' must be system, developer, user, assistant or tool", where);
-    json msg = {{"role", role}};
+    ordered_json msg = {{"role", role}};
     const json* content = m.raw("content");
-    msg["content"] = content ? normalize_content(*content, where + ".content") : json(nullptr);
+    msg["content"] = content ? ordered_json(normalize_content(*content, where + ".content")) : ordered_json(nullptr);
     if (auto name = m.string("name")) msg["name"] = *name;
     if (auto id = m.string("tool_call_id")) msg["tool_call_id"] = *id;
     if (const json* calls = m.raw("tool_calls")) {
       if (!calls->is_array()) bad_request(where + ".tool_calls", "'tool_calls' must be a list");
-      msg["tool_calls"] = *calls;
+      msg["tool_calls"] = ordered.at(i).at("tool_calls");  // client's key order, for `tojson`
     }
     if (auto rc = m.string("reasoning_content")) msg["reasoning_content"] = *rc;
     m.reject_unknown();
@@ -167,7 +170,9 @@ json normalize_messages(const json* messages) {
   return out;
 }
 
-json read_tools(FieldReader& r, bool& parse_tool_calls, bool& parallel) {
+namespace {
+
+void read_tools(FieldReader& r, bool& parse_tool_calls, bool& parallel) {
   const json* tools = r.raw("tools");
   if (tools) {
     if (!tools->is_array()) bad_request("tools", "'tools' must be a list");
@@ -184,7 +189,6 @@ json read_tools(FieldReader& r, bool& parse_tool_calls, bool& parallel) {
   }
   parallel = r.boolean("parallel_tool_calls").value_or(true);
   parse_tool_calls = tools && !tools->empty() && choice == "auto";
-  return parse_tool_calls ? *tools : json(nullptr);
 }
 
 void read_response_format(FieldReader& r) {
@@ -222,11 +226,11 @@ std::vector<int32_t> encode_prompt(const std::string& text, const ServedModel& m
   return ids;
 }
 
-std::string render_chat(const json& messages, const json& tools, bool add_generation_prompt, const json& template_kwargs,
-                        const ServedModel& model) {
+std::string render_chat(const ordered_json& messages, const ordered_json& tools, bool add_generation_prompt,
+                        const ordered_json& template_kwargs, const ServedModel& model) {
   if (!model.chat_template) bad_request("messages", "this model has no chat template; use /v1/completions");
   try {
-    return model.chat_template->render(messages, tools, add_generation_prompt, template_kwargs);
+    return model.chat_template->render_ordered(messages, tools, add_generation_prompt, template_kwargs);
   } catch (const InvalidArgument& e) {
     bad_request("messages", "the chat template rejected the messages: {}", e.what());
   }
@@ -253,23 +257,26 @@ CompletionRequest parse_completion_request(const json& body, const ServedModel& 
   return req;
 }
 
-ChatRequest parse_chat_request(const json& body, const ServedModel& model) {
+ChatRequest parse_chat_request(const json& body, const ordered_json& ordered_body, const ServedModel& model) {
   check_model_name(body, model);
   FieldReader r(body, "request");
   ChatRequest req;
-  const json messages = normalize_messages(r.raw("messages"));
+  const json* raw_messages = r.raw("messages");
+  if (!raw_messages) bad_request("messages", "'messages' is required");
+  const ordered_json messages = normalize_messages(raw_messages, ordered_body.at("messages"));
   read_sampling(r, req.params, model.vocab_limit);
-  const json tools = read_tools(r, req.parse_tool_calls, req.parallel_tool_calls);
+  read_tools(r, req.parse_tool_calls, req.parallel_tool_calls);
+  const ordered_json tools = req.parse_tool_calls ? ordered_body.at("tools") : ordered_json(nullptr);
   read_response_format(r);
   req.n = int32_t(r.integer("n", 1, kMaxN).value_or(1));
   const bool logprobs = r.boolean("logprobs").value_or(false);
   const auto top = r.integer("top_logprobs", 0, kMaxLogprobs);
   if (top && !logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   req.params.logprobs = logprobs ? int32_t(top.value_or(0)) : -1;
-  json kwargs = nullptr;
+  ordered_json kwargs = nullptr;
   if (const json* k = r.raw("chat_template_kwargs")) {
     if (!k->is_object()) bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    kwargs = *k;
+    kwargs = ordered_body.at("chat_template_kwargs");
   }
   const bool add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
   auto max_tokens = r.integer("max_completion_tokens", INT64_MIN, INT64_MAX);

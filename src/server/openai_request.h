@@ -51,12 +51,17 @@ struct ChatRequest {
 };
 
 CompletionRequest parse_completion_request(const nlohmann::json& body, const ServedModel& model);
-ChatRequest parse_chat_request(const nlohmann::json& body, const ServedModel& model);
+// ordered_body: the same body parsed keeping key order; messages, tools and
+// template kwargs reach the chat template from it, so `tojson` prints keys in
+// the client's order as Python would.
+ChatRequest parse_chat_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body, const ServedModel& model);
+// Validates messages (roles, text content parts) into what chat templates take.
+nlohmann::ordered_json normalize_messages(const nlohmann::json* messages, const nlohmann::ordered_json& ordered_messages);
 // Checks the optional `model` field against the served name (404 when it differs).
 void check_model_name(const nlohmann::json& body, const ServedModel& model);
 // Renders messages with the chat template (shared with /tokenize).
-std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt,
-                        const nlohmann::json& template_kwargs, const ServedModel& model);
+std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                        const nlohmann::ordered_json& template_kwargs, const ServedModel& model);
 // Encodes prompt text: special-token text becomes special tokens; BOS is
 // prepended when the tokenizer asks for it and the text does not start with it.
 std::vector<int32_t> encode_prompt(const std::string& text, const ServedModel& model, bool add_special_tokens);

@@ -76,9 +76,12 @@ void handle_tokenize(ServerState& s, const httplib::Request& req, httplib::Respo
   if (auto prompt = r.string("prompt")) {
     tokens = encode_prompt(*prompt, model, add_special);
   } else if (const json* messages = r.raw("messages")) {
+    const auto ordered = nlohmann::ordered_json::parse(req.body);
     const bool add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
     const json* tools = r.raw("tools");
-    tokens = encode_prompt(render_chat(*messages, tools ? *tools : json(nullptr), add_generation_prompt, nullptr, model), model, false);
+    const auto ordered_tools = tools ? ordered.at("tools") : nlohmann::ordered_json(nullptr);
+    tokens = encode_prompt(render_chat(normalize_messages(messages, ordered.at("messages")), ordered_tools,
+                                       add_generation_prompt, nullptr, model), model, false);
   } else {
     bad_request("prompt", "'prompt' (a string) or 'messages' is required");
   }

@@ -1,0 +1,163 @@
+// `mxserve serve`: the OpenAI-compatible server. Binds first (so /health can
+// say 503 while the model loads), loads model + tokenizer + chat template,
+// sizes the paged KV cache, then serves until SIGINT/SIGTERM.
+#include <csignal>
+#include <pthread.h>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "model/causal_lm.h"
+#include "model/default_model.h"
+#include "server/model_files.h"
+#include "server/openai_server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mx::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
+  int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64;
+  bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false;
+  int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 16, num_kv_blocks = 0;
+  int64_t max_queued_requests = 1024, max_request_body_mb = 32;
+  double kv_cache_memory_gib = 1.0;
+};
+
+KvCacheDtype parse_kv_dtype(const std::string& s) {
+  if (s == "auto") return KvCacheDtype::Auto;
+  if (s == "bf16" || s == "bfloat16") return KvCacheDtype::BF16;
+  if (s == "fp8" || s == "fp8_e4m3") return KvCacheDtype::FP8;
+  fail_input("--kv-cache-dtype '{}': expected auto, bf16 or fp8", s);
+}
+
+int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dtype) {
+  if (o.num_kv_blocks > 0) return o.num_kv_blocks;
+  const double bytes_per_block = double(model.kv_bytes_per_token(dtype)) * double(o.block_size);
+  const int64_t blocks = int64_t(o.kv_cache_memory_gib * double(1ull << 30) / bytes_per_block);
+  if (blocks < 1) fail_input("--kv-cache-memory-gib {} holds no KV block of {} bytes", o.kv_cache_memory_gib, bytes_per_block);
+  return blocks;
+}
+
+// --max-model-len, else the model's context, capped by what the KV cache holds (logged).
+int64_t max_model_len(const ServeOptions& o, const ModelConfig& config, int64_t kv_tokens) {
+  const int64_t model_len = config.max_position_embeddings > 0 ? config.max_position_embeddings : kv_tokens;
+  if (o.max_model_len > 0) {
+    if (o.max_model_len > model_len)
+      fail_input("--max-model-len {} exceeds the model's context of {} tokens", o.max_model_len, model_len);
+    return o.max_model_len;
+  }
+  if (kv_tokens < model_len) {
+    log::info("max model len: {} tokens (the KV cache's capacity; the model allows {}; raise "
+              "--kv-cache-memory-gib or --num-kv-blocks for more)", kv_tokens, model_len);
+    return kv_tokens;
+  }
+  return model_len;
+}
+
+// vLLM's -tp N (or -tpN, -tp=N); anything else left over is an error.
+void read_extras(const std::vector<std::string>& extras, ServeOptions& o) {
+  for (size_t i = 0; i < extras.size(); ++i) {
+    std::string value;
+    if (extras[i] == "-tp" && i + 1 < extras.size()) value = extras[++i];
+    else if (extras[i].rfind("-tp", 0) == 0 && extras[i].size() > 3) value = extras[i].substr(extras[i][3] == '=' ? 4 : 3);
+    else fail_input("serve: unknown argument '{}' (see mxserve serve --help)", extras[i]);
+    try {
+      size_t used = 0;
+      o.tensor_parallel_size = std::stoi(value, &used);
+      if (used != value.size()) throw std::invalid_argument(value);
+    } catch (const std::exception&) {
+      fail_input("-tp: '{}' is not an integer", value);
+    }
+  }
+}
+
+void serve(const ServeOptions& o) {
+  if (o.tensor_parallel_size != 1)
+    fail_input("--tensor-parallel-size {}: this build serves on one device only (tensor parallelism is not implemented yet)",
+               o.tensor_parallel_size);
+  const KvCacheDtype kv_dtype = parse_kv_dtype(o.kv_cache_dtype);
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServerOptions server_options{o.host, o.port, o.api_key, size_t(o.max_request_body_mb) << 20, o.http_threads};
+  OpenAIServer server(server_options);
+  const int port = server.start();
+  log::info("listening on http://{}:{} (loading the model; /health answers 503 until ready)", o.host, port);
+
+  const std::filesystem::path path = resolve_model_path(o.model);
+  LoadOptions load;
+  load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
+  load.num_threads = o.threads;
+  auto model = load_causal_lm(path, load);
+  auto tokenizer = load_model_tokenizer(path);
+  auto chat_template = load_model_chat_template(path);
+  if (!chat_template) log::warn("the model has no chat template: /v1/chat/completions will answer 400");
+
+  EngineConfig ec;
+  ec.max_num_seqs = o.max_num_seqs;
+  ec.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.block_size = o.block_size;
+  ec.num_kv_blocks = kv_blocks(o, *model, kv_dtype);
+  ec.max_model_len = max_model_len(o, model->config(), ec.num_kv_blocks * ec.block_size);
+  ec.kv_cache_dtype = kv_dtype;
+  ec.enable_prefix_caching = !o.no_prefix_caching;
+  ec.max_queued_requests = o.max_queued_requests;
+  Engine engine(*model, *tokenizer, ec);
+  engine.start();
+  const std::string name = !o.served_model_name.empty() ? o.served_model_name : !o.model.empty() ? o.model : kDefaultModelName;
+  server.attach(engine, ServedModel{*tokenizer, chat_template.get(), name, ec.max_model_len, engine.vocab_limit()});
+  log::info("ready: {} as '{}'; {} KV blocks of {} tokens, max model len {}", model->describe(), name, ec.num_kv_blocks,
+            ec.block_size, ec.max_model_len);
+
+  int received = 0;
+  sigwait(&signals, &received);
+  log::info("signal {}: shutting down", received);
+  server.stop();
+  engine.stop();
+}
+
+Register reg([](CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  auto o = std::make_shared<ServeOptions>();
+  cmd->add_option("--model", o->model, "checkpoint directory or .gguf file (default: the packaged default model)");
+  cmd->add_option("--served-model-name", o->served_model_name, "model id clients use (default: the --model value)");
+  cmd->add_option("--host", o->host, "address to bind (default 127.0.0.1: this machine only)")->capture_default_str();
+  cmd->add_option("--port,--server-port", o->port, "TCP port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every route except /health");
+  cmd->add_flag("--trust-remote-code", o->trust_remote_code,
+                "accepted for compatibility; mxserve never runs code from a checkpoint");
+  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "devices to shard over (only 1 for now); -tp N works too")
+      ->capture_default_str();
+  cmd->allow_extras();  // CLI11 2.1 refuses the two-letter short name -tp: it is read from the extras
+  cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (bf16), bf16 or fp8")->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences running at once")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens computed per step (prefill chunks + decodes)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--max-model-len", o->max_model_len, "prompt + output tokens per sequence (default: the model's context, "
+                  "capped by the KV cache)")->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", o->block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--num-kv-blocks", o->num_kv_blocks, "KV blocks to allocate (overrides --kv-cache-memory-gib)")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory-gib", o->kv_cache_memory_gib, "memory for the KV cache in GiB")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_flag("--no-enable-prefix-caching", o->no_prefix_caching, "do not reuse KV blocks of identical prompt prefixes");
+  cmd->add_option("--max-queued-requests", o->max_queued_requests, "unfinished requests beyond --max-num-seqs before new ones get 503")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--max-request-body-mb", o->max_request_body_mb, "larger request bodies get 413")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "connections served at once (each stream holds one)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads for the model (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--w4a4", o->w4a4, "MXFP4 Linears quantize their inputs (W4A4); default W4A16");
+  cmd->callback([o, cmd] {
+    read_extras(cmd->remaining(), *o);
+    serve(*o);
+  });
+});
+
+}  // namespace
+}  // namespace mx::cli
