@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "tokenizer/config_util.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mx {
@@ -33,9 +34,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir
   const fs::path& p = model_dir_or_file;
   if (!fs::exists(p)) fail_input("tokenizer path {} does not exist", p.string());
   if (!fs::is_directory(p)) {
-    if (p.extension() == ".gguf")
-      fail_input("{}: GGUF tokenizers are built from the file's metadata by the GGUF reader "
-                 "(make_bpe_from_gguf_vocab); load the model instead", p.string());
+    if (p.extension() == ".gguf") return load_gguf_tokenizer(p);
     if (p.filename() == "tokenizer.json") return load_tokenizer(p.parent_path());
     if (p.extension() == ".model" || p.extension() == ".tiktoken") {
       fs::path config = p.parent_path() / "tokenizer_config.json";

@@ -112,3 +112,52 @@ def test_bos_from_post_processor_or_config(trained):
     assert info["bos_id"] == tok.token_to_id("<|begin_of_text|>")
     assert info["eos_ids"] == [tok.token_to_id("<|eot_id|>")]
     assert info["add_bos"] is (name == "llama3")
+
+
+# ---- the same vocabularies as GGUF metadata (tokenizer.ggml.*) ----
+
+GGUF_PRE = {"llama3": "llama-bpe", "qwen2": "qwen2", "smollm2": "smollm", "deepseek_v3": "deepseek-v3", "gpt2": "gpt2"}
+
+
+def write_gguf_vocab(path, tok, pre):
+    """A GGUF v3 file with only tokenizer metadata, as llama.cpp's converter lays it out."""
+    import struct
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in data["model"]["merges"]]
+    added = {a["id"]: a for a in data["added_tokens"]}
+    n = max(list(vocab.values()) + list(added)) + 1
+    tokens, types = [""] * n, [1] * n
+    for t, i in vocab.items():
+        tokens[i] = t
+    for i, a in added.items():
+        tokens[i], types[i] = a["content"], 3 if a["special"] else 4
+
+    def gstr(s):
+        b = s.encode("utf-8")
+        return struct.pack("<Q", len(b)) + b
+
+    kvs = [("tokenizer.ggml.model", 8, gstr("gpt2")), ("tokenizer.ggml.pre", 8, gstr(pre)),
+           ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, n) + b"".join(gstr(t) for t in tokens)),
+           ("tokenizer.ggml.merges", 9, struct.pack("<IQ", 8, len(merges)) + b"".join(gstr(m) for m in merges)),
+           ("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, n) + b"".join(struct.pack("<i", t) for t in types)),
+           ("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", tok.token_to_id("<|begin_of_text|>"))),
+           ("tokenizer.ggml.eos_token_id", 4, struct.pack("<I", tok.token_to_id("<|eot_id|>")))]
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs))
+    for key, typ, value in kvs:
+        out += gstr(key) + struct.pack("<I", typ) + value
+    path.write_bytes(out)
+
+
+def test_gguf_vocab_matches_tokenizers(trained, tmp_path):
+    name, _, tok = trained
+    gguf = tmp_path / f"{name}.gguf"
+    write_gguf_vocab(gguf, tok, GGUF_PRE[name])
+    texts = corpus(n_random=800, n_gsm=200)
+    requests = [{"op": "encode", "text": t, "allow_special": True} for t in texts]
+    answers = run_jsonl(["--model", str(gguf)], requests)
+    tok.encode_special_tokens = False
+    for req, ans in zip(requests, answers):
+        assert ans.get("ids") == tok.encode(req["text"], add_special_tokens=False).ids, (name, req["text"][:60])
+    (info,) = run_jsonl(["--model", str(gguf)], [{"op": "info"}])
+    assert info["eos_ids"] == [tok.token_to_id("<|eot_id|>")]

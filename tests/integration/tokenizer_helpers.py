@@ -126,8 +126,8 @@ def hf_render(env, source, messages, tools, add_generation_prompt, extra=None, b
 
 # ---- corpus ----
 
-WORDS_ZH = "我们今天天气很好人工智能模型训练数据中文分词测试北京上海学习研究发展经济社会文化历史自主性"
-WORDS_JA = "こんにちは世界カタカナひらがな東京日本語のテキストですトークナイザーテストー々〆ヶ"
+WORDS_ZH = "我们今天天气很好人工智能模型训练数据中文分词测试北京上海学习研究发展经济社会文化历史自主性，。！？、：；“”《》（）"
+WORDS_JA = "こんにちは世界カタカナひらがな東京日本語のテキストですトークナイザーテストー々〆ヶ、。「」・〜"
 EMOJI = ["😀", "👍🏽", "👨‍👩‍👧‍👦", "🇯🇵", "❤️", "🤖", "✨", "🔥", "🎉", "🧪"]
 CODE = [
     "def f(x):\n    return x * 2\n",
@@ -164,7 +164,7 @@ def random_text(rng):
     for _ in range(rng.randint(1, 8)):
         kind = rng.randrange(10)
         if kind == 0:
-            parts.append("".join(rng.choice(WORDS_ZH) for _ in range(rng.randint(1, 20))))
+            parts.append("".join(rng.choice(WORDS_ZH) for _ in range(rng.randint(1, 20))) + rng.choice(["", "\n", "。\n"]))
         elif kind == 1:
             parts.append("".join(rng.choice(WORDS_JA) for _ in range(rng.randint(1, 15))))
         elif kind == 2:
