@@ -17,7 +17,9 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
 void DecoderModel::load_common(const WeightLoader& w) {
   embed_ = w.tensor("model.embed_tokens.weight");
   final_norm_ = w.tensor("model.norm.weight");
-  if (config_.tie_word_embeddings && !w.has("lm_head.weight")) {
+  // Tied: the head is the embedding even if the file also holds an
+  // lm_head.weight (as transformers and vLLM do).
+  if (config_.tie_word_embeddings) {
     lm_head_.name = "lm_head (tied to embed_tokens)";
     lm_head_.format = WeightFormat::Dense;
     lm_head_.out_features = embed_.dim(0);

@@ -1,6 +1,7 @@
 // Row-wise dequantization of every LinearWeight format, used by the CPU
 // matmul to expand a few rows at a time (weights stay in their stored format
 // in memory), and the reference MXFP4 activation quantizer (mxfp4.md).
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -40,13 +41,24 @@ void dense_row(const LinearWeight& w, int64_t r, float* out) {
   }
 }
 
+// All 256 E4M3 values, decoded once.
+const float* fp8_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[size_t(i)] = fp8e4m3_to_f32(uint8_t(i));
+    return t;
+  }();
+  return table.data();
+}
+
 void fp8_block_row(const LinearWeight& w, int64_t r, float* out) {
   const int64_t k = w.in_features, block = w.group_size > 0 ? w.group_size : 128;
+  const float* lut = fp8_table();
   const uint8_t* p = w.weight.data<uint8_t>() + r * k;
   const int64_t scale_cols = w.scale.dim(1);
   for (int64_t c = 0; c < k; c += block) {
     float s = scale_at(w.scale, (r / block) * scale_cols + c / block);
-    for (int64_t i = c; i < std::min(k, c + block); ++i) out[i] = fp8e4m3_to_f32(p[i]) * s;
+    for (int64_t i = c; i < std::min(k, c + block); ++i) out[i] = lut[p[i]] * s;
   }
 }
 
