@@ -29,7 +29,8 @@ struct HttpEndpoint {
 // "http://host:port/path" (port defaults to 80). https is refused with a message.
 HttpEndpoint parse_http_url(const std::string& url);
 
-// Seconds on one monotonic clock shared by the client and its callers.
+// Seconds on CLOCK_MONOTONIC (steady_clock on Linux), shared by the client, its
+// callers and, through the result JSON, other processes on the same machine.
 double monotonic_seconds();
 
 class HttpStreamClient {

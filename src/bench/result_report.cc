@@ -129,6 +129,7 @@ nlohmann::json result_json(const ResultContext& ctx, const RunResult& run,
   j["successes"] = std::move(successes);
   j["percentile_metrics"] = ctx.percentile_metrics;
   j["metric_percentiles"] = ctx.percentiles;
+  j["monotonic_origin_s"] = run.origin_monotonic_s;
   j["client_cpu_s"] = run.client_cpu_s;
   j["client_sse_events"] = run.sse_events;
   for (const auto& info : kMetrics) {

@@ -185,6 +185,7 @@ RunResult run_serving_benchmark(const std::vector<SampleRequest>& requests, cons
   RunResult result;
   const double cpu0 = process_cpu_seconds();
   const double origin = monotonic_seconds();
+  result.origin_monotonic_s = origin;
   result.outcomes = drive(o, bodies, lens, arrivals, bar, origin, &result.sse_events);
   result.duration_s = monotonic_seconds() - origin;
   result.client_cpu_s = process_cpu_seconds() - cpu0;

@@ -39,6 +39,7 @@ struct RunOptions {
 struct RunResult {
   std::vector<RequestOutcome> outcomes;  // in sample order
   double duration_s = 0;
+  double origin_monotonic_s = 0;  // benchmark start on CLOCK_MONOTONIC (start_s values count from it)
   double client_cpu_s = 0;   // user+sys CPU this process used during the main run
   uint64_t sse_events = 0;   // SSE events parsed during the main run
 };

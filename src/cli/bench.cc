@@ -158,6 +158,8 @@ void run_serve(const ServeFlags& f) {
 void setup_serve(CLI::App* bench) {
   auto f = std::make_shared<ServeFlags>();
   auto* cmd = bench->add_subcommand("serve", "Benchmark an OpenAI-compatible server (the seed's benchmark_serving)");
+  // A repeated flag takes its last value, as argparse (the seed's tool) does.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
   add_dataset_flags(cmd, *f);
   cmd->add_option("--backend", f->backend, "vllm | openai (completions) | openai-chat")
       ->check(CLI::IsMember({"vllm", "openai", "openai-chat"}));
@@ -200,7 +202,8 @@ void setup_report(CLI::App* bench) {
 
 void setup_dataset(CLI::App* bench) {
   auto f = std::make_shared<ServeFlags>();
-  auto* cmd = bench->add_subcommand("dataset", "Print the random dataset as JSON lines (prompt, ids, lengths)");
+  auto* cmd = bench->add_subcommand("dataset", "Print the random dataset as JSON lines (prompt, lengths)");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
   add_dataset_flags(cmd, *f);
   cmd->callback([f] {
     std::string tokenizer_id;
