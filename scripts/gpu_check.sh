@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # GPU check and benchmark of the MXFP4 kernels (needs an sm_90 GPU: H100/H200).
-# Builds bench/mxfp4 (or uses a binary built elsewhere: MXFP4_BENCH=path),
-# runs it (correctness on fresh random inputs + timings), runs the same-run
-# peers (Triton, cuBLAS, torch grouped GEMM) and prints the merged table last.
+# Builds bench/mxfp4 into build-cuda (needs the project's build dependencies,
+# scripts/install_deps.sh, and nvcc >= 12.4), or uses a binary built elsewhere
+# (MXFP4_BENCH=path: build on a machine with the dependencies, carry the binary,
+# which links the CUDA runtime statically). Runs it (correctness on fresh random
+# inputs + timings), then the same-run peers (Triton, cuBLAS, torch grouped GEMM;
+# MXFP4_PEERS=path/to/mxfp4_peers.py, default ../shared/peers/) and prints the
+# merged table last. Logs and JSON go to --out (default out/gpu_check).
 #   scripts/gpu_check.sh [--quick] [--out DIR] [--no-peers]
 set -euo pipefail
 cd "$(dirname "$0")/.."
