@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check and benchmark of the MXFP4 kernels (needs an sm_90 GPU: H100/H200).
 # Builds bench/mxfp4 into build-cuda (needs the project's build dependencies,
-# scripts/install_deps.sh, and nvcc >= 12.4), or uses a binary built elsewhere
+# scripts/install_deps.sh, and an nvcc with sm_90a; tried with 13.0), or uses a binary built elsewhere
 # (MXFP4_BENCH=path: build on a machine with the dependencies, carry the binary,
 # which links the CUDA runtime statically). Runs it (correctness on fresh random
 # inputs + timings), then the same-run peers (Triton, cuBLAS, torch grouped GEMM;
