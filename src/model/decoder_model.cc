@@ -61,6 +61,7 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   int64_t row = 0;
   for (const SequenceSlice& s : batch.seqs) {
     if (s.num_new_tokens < 0 || s.num_cached_tokens < 0) fail_input("forward: negative token counts in a sequence");
+    if (s.need_logits && s.num_new_tokens == 0) fail_input("forward: a sequence asks for logits but has no new token");
     const int64_t ctx = s.num_cached_tokens + s.num_new_tokens;
     if (int64_t(s.block_table.size()) * block_size_ < ctx)
       fail_input("forward: {} blocks of {} cannot hold {} tokens", s.block_table.size(), block_size_, ctx);
