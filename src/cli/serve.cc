@@ -31,7 +31,8 @@ KvCacheDtype parse_kv_dtype(const std::string& s) {
   if (s == "auto") return KvCacheDtype::Auto;
   if (s == "bf16" || s == "bfloat16") return KvCacheDtype::BF16;
   if (s == "fp8" || s == "fp8_e4m3") return KvCacheDtype::FP8;
-  fail_input("--kv-cache-dtype '{}': expected auto, bf16 or fp8", s);
+  if (s == "f32" || s == "float32") return KvCacheDtype::F32;
+  fail_input("--kv-cache-dtype '{}': expected auto, bf16, fp8 or f32", s);
 }
 
 int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dtype) {
@@ -120,8 +121,8 @@ void serve(const ServeOptions& o) {
   int received = 0;
   sigwait(&signals, &received);
   log::info("signal {}: shutting down", received);
+  engine.stop();  // first: requests in flight end (with an error event) so their handlers return
   server.stop();
-  engine.stop();
 }
 
 Register reg([](CLI::App& app) {
@@ -137,7 +138,7 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "devices to shard over (only 1 for now); -tp N works too")
       ->capture_default_str();
   cmd->allow_extras();  // CLI11 2.1 refuses the two-letter short name -tp: it is read from the extras
-  cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (bf16), bf16 or fp8")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (= bf16), bf16, fp8 (e4m3, a scale per token) or f32 (reference)")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences running at once")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens computed per step (prefill chunks + decodes)")
       ->check(CLI::PositiveNumber)->capture_default_str();
