@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/cpu_ops.h"
+#include "quant/mxfp4.h"
 
 namespace mx {
 
@@ -44,7 +45,7 @@ Tensor CpuOps::linear(const Tensor& x_in, const LinearWeight& w) {
   Tensor x = x_in;
   if (mode_ == ActivationMode::W4A4 && w.format == WeightFormat::Mxfp4 && w.quantize_input) {
     x = x_in.clone();
-    mxfp4_qdq_inplace(x.data<float>(), x.numel());
+    mxfp4_qdq_activation_inplace(x.data<float>(), x.numel());
   }
   Tensor y = Tensor::empty(DType::F32, {tokens, n});
   const float* xp = x.data<float>();

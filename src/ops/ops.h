@@ -103,7 +103,8 @@ class Ops {
 
   // ---- matmuls ----
   // y = x W^T (+ bias). MXFP4 weights with quantize_input get their input
-  // quantize-dequantized per 32 in W4A4 mode.
+  // quantize-dequantized per 32 in W4A4 mode (quant/mxfp4.h's reference
+  // mxfp4_qdq_activation_inplace, on the F32 activations).
   virtual Tensor linear(const Tensor& x, const LinearWeight& w) = 0;
   // Per-head matmul: x [tokens, heads, a], w [heads, b, a] -> [tokens, heads, b]
   // (transpose_w = false), or w [heads, a, b] -> [tokens, heads, b] (true).
@@ -149,7 +150,5 @@ void dequantize_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, 
 // The whole weight as F32 [out, in] (used for small weights the model
 // re-lays out at load, e.g. MLA's absorbed kv_b_proj).
 Tensor dequantize_weight(const LinearWeight& w);
-// Reference MXFP4 activation quantize-dequantize, per block of 32 (mxfp4.md).
-void mxfp4_qdq_inplace(float* x, int64_t n);
 
 }  // namespace mx

@@ -1,6 +1,6 @@
 // Row-wise dequantization of every LinearWeight format, used by the CPU
 // matmul to expand a few rows at a time (weights stay in their stored format
-// in memory), and the reference MXFP4 activation quantizer (mxfp4.md).
+// in memory).
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -104,23 +104,6 @@ Tensor dequantize_weight(const LinearWeight& w) {
   Tensor t = Tensor::empty(DType::F32, {w.out_features, w.in_features});
   dequantize_rows(w, 0, w.out_features, t.data<float>());
   return t;
-}
-
-void mxfp4_qdq_inplace(float* x, int64_t n) {
-  MX_CHECK(n % 32 == 0, "MXFP4 activation length {} is not a multiple of 32", n);
-  for (int64_t b = 0; b < n; b += 32) {
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
-    // Round amax up to the next power of two when its mantissa is >= 1.75
-    // (the reference's BF16 trick (bits + 0x20) & 0xFF80, on F32 bits).
-    uint32_t bits = (bits_from_f32(amax) + 0x00200000u) & 0xFF800000u;
-    int exponent = int((bits >> 23) & 0xff) - 127;  // floor(log2(amax')); 0 and subnormals clamp below
-    int e_s = std::clamp(exponent - 2, -127, 127);
-    for (int i = 0; i < 32; ++i) {
-      float q = e2m1_to_f32(f32_to_e2m1(std::ldexp(x[b + i], -e_s)));
-      x[b + i] = std::ldexp(q, e_s);
-    }
-  }
 }
 
 }  // namespace mx

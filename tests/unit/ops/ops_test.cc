@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/ops.h"
+#include "quant/mxfp4.h"
 
 namespace mx {
 namespace {
@@ -106,7 +107,7 @@ TEST(CpuOps, W4A4QuantizesOnlyFlaggedMxfp4Inputs) {
   Tensor x = Tensor::from_f32(xv, {t, k});
   LinearWeight w = mxfp4_weight(n, k, 8);
   std::vector<float> xq = xv;
-  mxfp4_qdq_inplace(xq.data(), int64_t(xq.size()));
+  mxfp4_qdq_activation_inplace(xq.data(), int64_t(xq.size()));
   std::vector<double> ref = ref_matmul(xq, dequantize_weight(w).to_f32_vector(), t, n, k);
   Tensor y = w4a4->linear(x, w);
   for (int64_t i = 0; i < t * n; ++i) EXPECT_NEAR(y.data<float>()[i], ref[size_t(i)], 1e-4 * (1 + std::fabs(ref[size_t(i)])));
@@ -120,18 +121,18 @@ TEST(CpuOps, Mxfp4ActivationQdqFollowsTheReferenceAlgorithm) {
   x[0] = 1.0f;   // amax 1 -> e_s = -2: 1.0 -> 4 * 2^-2 exactly
   x[1] = 0.3f;   // 0.3 / 0.25 = 1.2 -> 1.0 -> 0.25
   x[2] = -0.1f;  // 0.4 -> 0.5 -> 0.125
-  mxfp4_qdq_inplace(x.data(), 32);
+  mxfp4_qdq_activation_inplace(x.data(), 32);
   EXPECT_EQ(x[0], 1.0f);
   EXPECT_EQ(x[1], 0.25f);
   EXPECT_EQ(x[2], -0.125f);
   std::vector<float> y(32, 0.0f);
   y[0] = 1.75f;  // mantissa >= 1.75: amax rounds to 2 -> e_s = -1; 1.75/0.5 = 3.5 -> tie -> 4 (even) -> 2.0
   y[1] = 0.75f;  // 1.5 -> 0.75
-  mxfp4_qdq_inplace(y.data(), 32);
+  mxfp4_qdq_activation_inplace(y.data(), 32);
   EXPECT_EQ(y[0], 2.0f);
   EXPECT_EQ(y[1], 0.75f);
   std::vector<float> z(32, 0.0f);  // zero block stays zero
-  mxfp4_qdq_inplace(z.data(), 32);
+  mxfp4_qdq_activation_inplace(z.data(), 32);
   for (float v : z) EXPECT_EQ(v, 0.0f);
 }
 
