@@ -16,7 +16,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def mxserve_binary_path():
-    return os.environ.get("MXSERVE_BINARY", str(REPO / "build" / "mxserve"))
+    """MXSERVE_BINARY, else build/mxserve; CMake puts the binary in <build>/src/,
+    which is tried when the given path does not exist."""
+    given = Path(os.environ.get("MXSERVE_BINARY", str(REPO / "build" / "mxserve")))
+    if not given.exists() and (given.parent / "src" / given.name).exists():
+        return str(given.parent / "src" / given.name)
+    return str(given)
 
 
 def default_model_gguf():
