@@ -157,3 +157,26 @@ def test_metrics_move(server, client):
     assert after["mxserve:prompt_tokens_total"] > before["mxserve:prompt_tokens_total"]
     assert after["mxserve:prefix_cache_hits_total"] > before["mxserve:prefix_cache_hits_total"]  # same prompt again
     assert after["mxserve:num_requests_running"] == 0
+
+
+def test_engine_matches_the_models_own_greedy_loop(server, client, mxserve_binary):
+    """The server (paged KV, prefill chunked at 64 tokens, batching) continues a
+    prompt exactly as `mxserve generate` (one sequence, whole prefill) does."""
+    import json
+    import subprocess
+    prompt = "Here is a list of the planets of the solar system, in order from the Sun: " * 4  # > 64 tokens
+    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+
+    def post(path, body):
+        req = urllib.request.Request(server + path, data=json.dumps(body).encode(), headers=headers)
+        return json.loads(urllib.request.urlopen(req, timeout=60).read())
+
+    ids = post("/tokenize", {"prompt": prompt})["tokens"]
+    assert len(ids) > 64
+    out = subprocess.run([mxserve_binary, "generate", "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", "8",
+                          "--ignore-eos", "--threads", "2"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    reference = [int(t) for t in out.stdout.splitlines()[0].split(",")]
+    expected = post("/detokenize", {"tokens": reference})["prompt"]
+    got = complete(client, prompt=ids, max_tokens=8, temperature=0, extra_body={"ignore_eos": True})
+    assert got.choices[0].text == expected
