@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
-              libpcre2-dev libcpp-httplib-dev libgtest-dev libgmock-dev libssl-dev)
+              libpcre2-dev libicu-dev libcpp-httplib-dev libgtest-dev libgmock-dev libssl-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "tokenizer/byte_unicode.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/utf8.h"
 
 namespace mx {
@@ -105,6 +106,11 @@ void BpeTokenizer::encode_chunk(std::string_view text, bool allow_special, std::
 
 void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  std::string normalized;
+  if (p_.nfc) {
+    normalized = nfc(text);
+    text = normalized;
+  }
   if (p_.pre_tokenizer.empty()) {
     p_.model.encode_piece(text, out);
     return;

@@ -27,6 +27,8 @@ struct BpeTokenizerParts {
   // all non-space (0 = off).
   size_t chunk_code_points = 0;
   size_t max_run_code_points = 0;
+  // HF normalizer NFC: applied to the text between added tokens before splitting.
+  bool nfc = false;
 };
 
 class BpeTokenizer final : public Tokenizer {

@@ -93,9 +93,12 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::filesystem::path& tokeni
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
       fail_input("{}: BPE {} is not supported", tokenizer_json.string(), key);
-  if (tj.contains("normalizer") && !tj["normalizer"].is_null())
-    fail_input("{}: normalizer '{}' is not supported (only none)", tokenizer_json.string(),
-               tj["normalizer"].value("type", "?"));
+  bool use_nfc = false;
+  if (tj.contains("normalizer") && !tj["normalizer"].is_null()) {
+    std::string type = tj["normalizer"].value("type", "?");
+    if (type != "NFC") fail_input("{}: normalizer '{}' is not supported (only none and NFC)", tokenizer_json.string(), type);
+    use_nfc = true;
+  }
 
   PreTokenizerBuild pre;
   if (tj.contains("pre_tokenizer") && !tj["pre_tokenizer"].is_null()) add_pre_step(tj["pre_tokenizer"], pre, true);
@@ -144,6 +147,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::filesystem::path& tokeni
   parts.model = BpeModel::from_merges(std::move(vocab), merges, model.value("ignore_merges", false), unk);
   parts.pre_tokenizer = std::move(pre.pre);
   parts.byte_level_names = true;
+  parts.nfc = use_nfc;
   auto id_of = [&](const std::string& content) -> std::optional<int32_t> {
     for (const auto& t : added)
       if (t.content == content) return t.id;

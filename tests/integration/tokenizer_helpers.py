@@ -141,7 +141,7 @@ CODE = [
 ]
 SPECIALS = ["<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>", "[BOS]", "[EOS]",
             "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|reserved_token_163700|>", "<think>",
-            "<|begin_of_text|>", "<|eot_id|>", "<tool>", "<|im_end", "<|", "|>"]
+            "<|begin_of_text|>", "<|eot_id|>", "<tool>", "<|im_end", "<|", "|>", "  <mask>  x", "a<mask>\n"]
 UNICODE_MISC = ["café", "naïve", "Ǆemal", "ﬁnance", "ΑΒΓ αβγ", "Привет мир", "مرحبا", "שלום", "नमस्ते", "한국어 텍스트",
                 "e\u0301", "\u00a0nbsp", "\u2003em space", "\u3000全角", "I'M", "it's", "WE'VE", "you'll", "ſ", "K",
                 "ǅ", "Ⅻ", "①②③", "٣٤٥", "¹²³", "x²", "\u200bzero width", "\ufeffbom", "\t\ttabs", "a\u2028b"]

@@ -8,6 +8,7 @@
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/byte_unicode.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mx {
@@ -125,6 +126,12 @@ TEST(BpeTokenizer, InvalidUtf8InputIsReplacedLikePython) {
   BpeTokenizer tok(small_parts());
   auto ids = tok.encode("a\xFF" "b", false);
   EXPECT_EQ(tok.decode(ids, false), "a\xEF\xBF\xBD" "b");
+}
+
+TEST(Normalizer, NfcComposes) {
+  EXPECT_EQ(nfc("e\xCC\x81"), "\xC3\xA9");      // e + combining acute -> é
+  EXPECT_EQ(nfc("\xC3\xA9 abc"), "\xC3\xA9 abc");  // already NFC
+  EXPECT_EQ(nfc("\xEF\xAC\x81"), "\xEF\xAC\x81");  // NFC keeps the ﬁ ligature (NFKC would not)
 }
 
 TEST(BpeTokenizer, UnknownIdIsAnInputError) {
