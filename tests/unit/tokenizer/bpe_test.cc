@@ -1,6 +1,8 @@
 // Byte-level BPE: merge rules, added/special tokens, the real Kimi vocabulary.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -140,20 +142,23 @@ TEST(BpeTokenizer, UnknownIdIsAnInputError) {
   EXPECT_THROW(tok.decode(ids, false), InvalidArgument);
 }
 
-std::filesystem::path kimi_dir() {
+std::unique_ptr<Tokenizer> load_kimi() {
   // tiktoken.model + tokenizer_config.json side by side, as in a model directory.
   auto src = std::filesystem::path(MX_SHARED_DIR) / "data/tokenizers/kimi";
-  auto dir = std::filesystem::temp_directory_path() / "mx_tok_kimi_unit";
+  // One directory per process: ctest runs these tests in parallel processes.
+  auto dir = std::filesystem::temp_directory_path() / ("mx_tok_kimi_unit_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   for (auto [from, to] : {std::pair{"tiktoken.model", "tiktoken.model"},
                           std::pair{"tokenizer_config.kimi-k2-instruct.json", "tokenizer_config.json"}}) {
-    if (!std::filesystem::exists(dir / to)) std::filesystem::copy_file(src / from, dir / to);
+    std::filesystem::copy_file(src / from, dir / to, std::filesystem::copy_options::overwrite_existing);
   }
-  return dir;
+  auto tok = load_tokenizer(dir);  // reads everything into memory
+  std::filesystem::remove_all(dir);
+  return tok;
 }
 
 TEST(KimiTokenizer, MatchesTiktokenOnKnownText) {
-  auto tok = load_tokenizer(kimi_dir());
+  auto tok = load_kimi();
   // Expected ids from Python tiktoken with Kimi's pattern and specials.
   EXPECT_EQ(tok->encode("Hello world, 你好世界! <|im_end|>", true),
             (std::vector<int32_t>{19180, 2695, 11, 220, 33845, 2243, 0, 220, 163586}));
@@ -164,7 +169,7 @@ TEST(KimiTokenizer, MatchesTiktokenOnKnownText) {
 }
 
 TEST(KimiTokenizer, SpecialIdsAndEos) {
-  auto tok = load_tokenizer(kimi_dir());
+  auto tok = load_kimi();
   EXPECT_EQ(tok->vocab_size(), 163840);
   EXPECT_EQ(tok->token_to_id("[BOS]"), 163584);
   EXPECT_EQ(tok->token_to_id("<|im_middle|>"), 163601);
