@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "core/log.h"
@@ -200,6 +201,13 @@ void Engine::consume_logits(const SchedulerOutput& out, const Tensor& logits) {
     Sequence& seq = *s.seq;
     std::span<const float> row_logits(logits.data<float>() + row * vocab, size_t(vocab));
     ++row;
+    std::vector<float> banned;  // before min_tokens, stop tokens cannot be sampled
+    if (seq.num_output_tokens() < seq.params.min_tokens) {
+      banned.assign(row_logits.begin(), row_logits.end());
+      for (int32_t t = 0; t < vocab_limit_; ++t)
+        if (is_stop_token(seq, t)) banned[size_t(t)] = -std::numeric_limits<float>::infinity();
+      row_logits = banned;
+    }
     SampledToken sampled = sample_token(row_logits, seq.params, seq.tokens, seq.num_prompt_tokens, seq.rng, vocab_limit_);
     process_token(seqs_.at(seq.id), sampled);
   }
@@ -232,7 +240,8 @@ void Engine::process_token(SeqState& state, const SampledToken& sampled) {
     delta.stop_token = sampled.token;
   } else {
     const bool hide = seq.params.skip_special_tokens && tokenizer_.is_special(sampled.token);
-    if (state.text.append(hide ? std::string() : tokenizer_.token_bytes(sampled.token))) {
+    const bool may_stop = seq.num_output_tokens() >= seq.params.min_tokens;
+    if (state.text.append(hide ? std::string() : tokenizer_.token_bytes(sampled.token), may_stop)) {
       reason = FinishReason::Stop;
       delta.stop_string = state.text.matched_stop();
     }

@@ -48,11 +48,11 @@ OutputText::OutputText(std::vector<std::string> stop_strings) : stops_(std::move
   for (const auto& s : stops_) max_stop_len_ = std::max(max_stop_len_, s.size());
 }
 
-bool OutputText::append(std::string_view bytes) {
+bool OutputText::append(std::string_view bytes, bool detect_stops) {
   if (stopped_) return true;
   const size_t old_size = text_.size();
   text_.append(bytes);
-  if (stops_.empty()) return false;
+  if (stops_.empty() || !detect_stops) return false;
   // A new match must end inside the appended bytes and cannot start in text
   // already released (released text never holds a stop-string prefix).
   const size_t from = std::max(taken_, old_size >= max_stop_len_ ? old_size - max_stop_len_ + 1 : size_t(0));

@@ -16,7 +16,8 @@ class OutputText {
 
   // Appends a token's bytes; returns true when a stop string completed (the
   // text is cut right before it; further appends are ignored).
-  bool append(std::string_view bytes);
+  // detect_stops = false (before min_tokens): the bytes are only appended.
+  bool append(std::string_view bytes, bool detect_stops = true);
   // Text that is safe to show now and was not taken before.
   std::string take_ready();
   // At the end of generation: everything not taken yet.

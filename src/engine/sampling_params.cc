@@ -29,6 +29,8 @@ void SamplingParams::validate(int32_t vocab_size) const {
     fail_input("'frequency_penalty' must be in [-2, 2], got {}", frequency_penalty);
   if (repetition_penalty <= 0) fail_input("'repetition_penalty' must be > 0, got {}", repetition_penalty);
   if (max_tokens < 1) fail_input("'max_tokens' must be at least 1, got {}", max_tokens);
+  if (min_tokens < 0 || min_tokens > max_tokens)
+    fail_input("'min_tokens' must be between 0 and max_tokens ({}), got {}", max_tokens, min_tokens);
   if (logprobs < -1 || logprobs > kMaxLogprobs)
     fail_input("'logprobs' must be between 0 and {}, got {}", kMaxLogprobs, logprobs);
   for (const auto& s : stop)

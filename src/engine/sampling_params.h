@@ -20,6 +20,7 @@ struct SamplingParams {
   std::unordered_map<int32_t, float> logit_bias;  // token id -> added to its logit
   std::optional<uint64_t> seed;   // per-request RNG; unseeded requests draw a random seed
   int64_t max_tokens = 16;        // >= 1
+  int64_t min_tokens = 0;         // stop tokens and stop strings are ignored before this many tokens
   std::vector<std::string> stop;  // stop strings, excluded from the output text
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;

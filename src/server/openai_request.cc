@@ -88,6 +88,7 @@ void read_sampling(FieldReader& r, SamplingParams& p, int32_t vocab_limit) {
     p.stop_token_ids = read_token_list(*v, "stop_token_ids", vocab_limit);
   }
   p.ignore_eos = r.boolean("ignore_eos").value_or(false);
+  p.min_tokens = r.integer("min_tokens", 0, INT64_MAX).value_or(0);
   p.skip_special_tokens = r.boolean("skip_special_tokens").value_or(true);
   p.logit_bias = read_logit_bias(r, vocab_limit);
   r.ignore("user");

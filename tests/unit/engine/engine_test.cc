@@ -165,6 +165,18 @@ TEST(Engine, StopsAtEosUnlessIgnored) {
   EXPECT_EQ(stopped.deltas.back().num_generated, 3);
 }
 
+TEST(Engine, MinTokensHoldsOffStops) {
+  EngineRequest r = make_request(6, 10, 4);
+  Result free_run = run_alone(r);
+  r.params.stop_token_ids = {free_run.tokens[0][1]};
+  r.params.stop = {free_run.text[0].substr(0, 1)};
+  r.params.min_tokens = 5;
+  Result held = run_alone(r);
+  ASSERT_GE(held.tokens[0].size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_NE(held.tokens[0][i], r.params.stop_token_ids[0]) << i;
+  EXPECT_EQ(held.text[0].substr(0, 1), free_run.text[0].substr(0, 1));  // the early stop string did not end it
+}
+
 TEST(Engine, ValidatesRequests) {
   FakeModel model;
   FakeTokenizer tok;
