@@ -196,7 +196,9 @@ TEST_F(ServerTest, AnswersBusyWhenTheQueueIsFull) {
     other.set_read_timeout(10, 0);
     other.Post("/v1/completions", R"({"prompt":"abc","max_tokens":30,"ignore_eos":true})", "application/json");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine_->metrics().num_running.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   expect_error("/v1/completions", R"({"prompt":"abc","max_tokens":2})", 503);
   slow.join();
   EXPECT_EQ(post("/v1/completions", R"({"prompt":"abc","max_tokens":2})").first, 200);
