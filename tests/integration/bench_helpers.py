@@ -3,19 +3,15 @@ import os
 import subprocess
 from pathlib import Path
 
+from conftest import mxserve_binary_path
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("MX_SHARED_DIR", REPO.parent / "shared"))
 KIMI_DIR = SHARED / "data" / "tokenizers" / "kimi"
 
 
 def mxserve_binary():
-    path = os.environ.get("MXSERVE_BINARY")
-    if path and Path(path).exists():
-        return path
-    for cand in ("build/mxserve", "build/src/mxserve", "build-bench/src/mxserve"):
-        if (REPO / cand).exists():
-            return str(REPO / cand)
-    raise RuntimeError("set MXSERVE_BINARY to the built mxserve")
+    return mxserve_binary_path()
 
 
 def run_mxserve(args, timeout=300):

@@ -20,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Script:
-    def __init__(self, ttft_ms, gaps_ms=(), tokens=None, usage_delay_ms=0.0, usage=True):
+    def __init__(self, ttft_ms, gaps_ms=(), tokens=None, usage_delay_ms=0.0, usage=True, status=200):
+        self.status = status  # anything but 200: an OpenAI-style error body instead of a stream
         self.ttft_ms = ttft_ms
         self.gaps_ms = list(gaps_ms)
         self.tokens = list(tokens) if tokens is not None else [1] * (len(self.gaps_ms) + 1)
@@ -62,6 +63,16 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 serial, script = server._take(self.path, body)
                 writes = []
+                if script.status != 200:
+                    error = json.dumps({"error": {"message": "scripted failure", "type": "server_error",
+                                                  "param": None, "code": script.status}}).encode()
+                    self.send_response(script.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(error)))
+                    self.end_headers()
+                    self.wfile.write(error)
+                    self.close_connection = True
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -78,8 +89,7 @@ class FakeOpenAIServer:
                               else {"index": 0, "text": text})
                     choice["finish_reason"] = "length" if last else None
                     event = b"data: " + json.dumps({"id": "x", "choices": [choice]}).encode() + b"\n\n"
-                    self._write(event, split=(k % 2 == 1))
-                    writes.append(time.monotonic())
+                    writes.append(self._write(event, split=(k % 2 == 1)))
                 if script.usage:
                     _sleep_until(received + (offsets[-1] + script.usage_delay_ms) / 1000.0)
                     usage = {"prompt_tokens": 1, "completion_tokens": script.completion_tokens,
@@ -92,16 +102,19 @@ class FakeOpenAIServer:
                 self.close_connection = True
 
             def _write(self, data, split=False):
-                # One HTTP chunk; optionally sent as two TCP writes mid-event.
+                """One HTTP chunk, optionally as two TCP writes mid-event. Returns
+                the time taken just before the write that completes the event
+                (a stamp after it could be late by a whole scheduling slice)."""
                 framed = b"%x\r\n" % len(data) + data + b"\r\n"
                 if split:
                     half = len(framed) // 2
                     self.wfile.write(framed[:half])
                     self.wfile.flush()
-                    self.wfile.write(framed[half:])
-                else:
-                    self.wfile.write(framed)
+                    framed = framed[half:]
+                stamp = time.monotonic()
+                self.wfile.write(framed)
                 self.wfile.flush()
+                return stamp
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

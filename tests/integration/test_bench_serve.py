@@ -17,9 +17,12 @@ from bench_helpers import KIMI_DIR, run_mxserve
 from fake_openai_server import FakeOpenAIServer, Script
 
 # Client-observed vs. server-written times: the socket hop and the client's
-# epoll wake-up: median 0.05 ms, spikes of 3-13 ms seen at load average 13 on the
-# 2-core dev box.
-TOL_MS = 10.0
+# epoll wake-up. Median 0.05 ms; but at load average 13 on the 2-core dev box a
+# starved client process sometimes saw a chunk 10-15 ms late, so the run is
+# repeated (up to ATTEMPTS) until one has every sample within TOL_MS. A wrong
+# definition is off in every run; scheduling noise is not.
+TOL_MS = 5.0
+ATTEMPTS = 3
 # Server-written vs. scripted times: Python sleeps and threads on a busy box.
 SCRIPT_TOL_MS = 25.0
 
@@ -62,12 +65,25 @@ def run_bench(server, tmp_path, *extra):
     return proc, json.loads((tmp_path / "result.json").read_text())
 
 
+def max_deviation_ms(result, server):
+    worst = 0.0
+    for i, expected in enumerate(server_samples(result, server)):
+        worst = max(worst, abs(result["ttfts"][i] * 1000 - expected["ttft"]),
+                    abs(result["e2els"][i] * 1000 - expected["e2el"]))
+        if len(result["itls"][i]) == len(expected["itl"]):
+            worst = max([worst] + list(np.abs(np.array(result["itls"][i]) * 1000 - expected["itl"])))
+    return worst
+
+
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bench")
-    with FakeOpenAIServer(SCRIPTS) as server:
-        proc, result = run_bench(server, tmp, "--ignore-eos")
-        return proc, result, server, tmp
+    for attempt in range(ATTEMPTS):
+        tmp = tmp_path_factory.mktemp("bench")
+        with FakeOpenAIServer(SCRIPTS) as server:
+            proc, result = run_bench(server, tmp, "--ignore-eos")
+        if max_deviation_ms(result, server) <= TOL_MS:
+            break
+    return proc, result, server, tmp
 
 
 def server_samples(result, server):
@@ -209,3 +225,23 @@ def test_chat_backend_and_request_rate(tmp_path):
     starts = sorted(result["start_times"])
     assert starts[-1] - starts[0] > 0.05
     assert result["request_rate"] == 20.0 and result["burstiness"] == 2.0
+
+
+def test_failed_requests_are_reported_not_counted(tmp_path):
+    scripts = [Script(ttft_ms=10, gaps_ms=[10]), Script(ttft_ms=0, status=500)]
+    with FakeOpenAIServer(scripts) as server:
+        proc, result = run_bench(server, tmp_path, "--num-prompts=6", "--max-concurrency=1")
+    assert result["completed"] == 3 and result["failed"] == 3
+    assert result["total_output_tokens"] == 6  # failed requests add no tokens
+    assert result["total_input_tokens"] == 3 * 32
+    failures = [e for e, ok in zip(result["errors"], result["successes"]) if not ok]
+    assert len(failures) == 3 and all("HTTP 500" in e and "scripted failure" in e for e in failures)
+    assert any(line.startswith("Failed requests:") and line.split()[-1] == "3"
+               for line in proc.stdout.splitlines())
+
+
+def test_unreachable_server_fails_with_a_message(tmp_path):
+    proc = run_mxserve(["bench", "serve", f"--model={KIMI_DIR}", "--base-url=http://127.0.0.1:1",
+                        "--num-prompts=2", "--random-input-len=8", "--num-warmups=0", "--disable-tqdm"])
+    assert proc.returncode == 1
+    assert "all 2 requests failed" in proc.stderr and "connect to 127.0.0.1:1" in proc.stderr
