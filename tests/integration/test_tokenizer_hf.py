@@ -72,13 +72,6 @@ def trained(request, tmp_path_factory):
     return name, d, tok
 
 
-def test_real_tokenizer_json_files_are_missing():
-    # Stated in the test output: the comparisons below use generated vocabularies.
-    real = list((SHARED / "data").rglob("tokenizer.json"))
-    print(f"real tokenizer.json files in shared/data: {real or 'none (Llama-3, Qwen2, SmolLM2, DeepSeek-V3 missing)'}")
-    assert not real or all(p.exists() for p in real)
-
-
 def test_encode_matches_tokenizers(trained):
     name, d, tok = trained
     texts = corpus()
@@ -100,7 +93,9 @@ def test_encode_matches_tokenizers(trained):
             assert dec["text"] == req["text"], (name, req["text"][:60])
         elif name == "qwen2" and "<mask>" not in req["text"]:
             assert dec["text"] == unicodedata.normalize("NFC", req["text"]), (name, req["text"][:60])
-    print(f"{name}: {len(texts)} strings x allow_special on/off identical to tokenizers")
+    real = sorted(str(p) for p in (SHARED / "data").rglob("tokenizer.json"))
+    print(f"{name}: {len(texts)} strings x allow_special on/off identical to tokenizers on a generated "
+          f"vocabulary; real tokenizer.json in shared/data: {real or 'none (Llama-3, Qwen2, SmolLM2, DeepSeek-V3 missing)'}")
 
 
 def test_decode_and_stream_match_tokenizers(trained):
