@@ -31,10 +31,15 @@ LLAMA3_PATTERN_FOR_BENCH = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{
 
 
 def mxserve_binary():
+    """MXSERVE_BINARY, or the same name under src/ of that build dir (CMake puts the
+    executable in build/src/), or a local build."""
     path = os.environ.get("MXSERVE_BINARY")
     if path:
-        return path
-    for cand in ("build/mxserve", "build-tok/mxserve"):
+        given = Path(path)
+        if not given.exists() and (given.parent / "src" / given.name).exists():
+            return str(given.parent / "src" / given.name)
+        return str(given)
+    for cand in ("build/src/mxserve", "build/mxserve", "build-tok/src/mxserve"):
         if (REPO / cand).exists():
             return str(REPO / cand)
     raise RuntimeError("set MXSERVE_BINARY to the built mxserve")
