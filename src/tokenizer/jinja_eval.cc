@@ -103,7 +103,10 @@ class Evaluator {
       }
       items = std::move(kept);
     }
-    if (items.empty()) return exec(s.else_body, scope, out) == Flow::kBreak ? Flow::kNormal : Flow::kNormal;
+    if (items.empty()) {
+      exec(s.else_body, scope, out);  // a break/continue there has no loop to leave
+      return Flow::kNormal;
+    }
     int64_t n = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < n; ++k) {
       ScopePtr iteration = child_of(scope);  // jinja2: sets inside the body do not outlive the iteration

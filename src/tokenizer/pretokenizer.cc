@@ -96,14 +96,14 @@ void PreTokenizer::split_from(size_t step, std::string_view text,
   auto emit = [&](size_t b, size_t e) {
     if (e > b) split_from(step + 1, text.substr(b, e - b), on_piece);
   };
+  bool keep_gaps = s.behavior != SplitBehavior::kMatchesOnly;
+  bool keep_matches = s.behavior != SplitBehavior::kRemoved;
   s.regex->for_each_match(text, [&](size_t b, size_t e) {
-    if (s.behavior != SplitBehavior::kMatchesOnly) {
-      if (s.behavior == SplitBehavior::kIsolated || s.behavior == SplitBehavior::kRemoved) emit(last, b);
-    }
-    if (s.behavior != SplitBehavior::kRemoved) emit(b, e);
+    if (keep_gaps) emit(last, b);
+    if (keep_matches) emit(b, e);
     last = e;
   });
-  if (s.behavior != SplitBehavior::kMatchesOnly) emit(last, text.size());
+  if (keep_gaps) emit(last, text.size());
 }
 
 namespace patterns {
