@@ -278,3 +278,20 @@ def test_bad_arguments_are_refused(tmp_path):
     r = subprocess.run([BINARY, "quantize", "--in", str(tmp_path / "bad.gguf"), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "version 2 is not supported" in r.stderr
+
+
+def test_engine_loads_the_quantized_checkpoint(tmp_path):
+    """Through WeightLoader: the formats it decides per tensor match what was
+    written, and the Llama model runs the checkpoint in both activation modes."""
+    _, out, _ = quantize(tmp_path)
+    r = subprocess.run([BINARY, "inspect", "--model", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "quark" in r.stdout
+    assert f"mxfp4: {3 * LAYERS} linears" in r.stdout, r.stdout
+    assert f"bf16: {4 * LAYERS} linears" in r.stdout, r.stdout
+    for extra in ([], ["--w4a4"]):
+        g = subprocess.run([BINARY, "generate", "--model", str(out), "--prompt-ids", "3,4,5,6", "--max-tokens", "4",
+                            "--ignore-eos", *extra], capture_output=True, text=True, timeout=120)
+        assert g.returncode == 0, g.stderr
+        ids = [int(x) for x in g.stdout.splitlines()[0].split(",")]
+        assert len(ids) == 4 and all(0 <= i < VOCAB for i in ids)
