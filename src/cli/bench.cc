@@ -20,6 +20,8 @@
 #include "bench/serving_run.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "model/default_model.h"
+#include "server/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mx::cli {
@@ -61,20 +63,28 @@ double parse_rate(const std::string& text) {
   return v;
 }
 
-// The tokenizer comes from --tokenizer, else from --model when that is a path.
+// The tokenizer comes from --tokenizer, else from --model when that is a path
+// (a model directory or .gguf, read as `mxserve serve` reads it), else from the
+// packaged default model when --model is its name (what `mxserve serve` with
+// no --model serves).
 std::unique_ptr<Tokenizer> tokenizer_for(const ServeFlags& f, std::string* tokenizer_id) {
-  const std::string source = f.tokenizer.empty() ? f.model : f.tokenizer;
-  if (!fs::exists(source))
-    fail_input("no tokenizer: --model '{}' is not a path; pass --tokenizer DIR_OR_FILE "
-               "(the model directory or .gguf the server runs)", f.model);
+  std::string source = f.tokenizer.empty() ? f.model : f.tokenizer;
+  if (!fs::exists(source)) {
+    if (!f.tokenizer.empty()) fail_input("--tokenizer '{}' does not exist", f.tokenizer);
+    if (f.model != kDefaultModelName)
+      fail_input("no tokenizer: --model '{}' is not a path; pass --tokenizer DIR_OR_FILE "
+                 "(the model directory or .gguf the server runs)", f.model);
+    source = resolve_default_model().string();
+  }
   *tokenizer_id = source;
-  return load_tokenizer(source);
+  return load_model_tokenizer(source);
 }
 
 void add_dataset_flags(CLI::App* cmd, ServeFlags& f) {
   cmd->add_option("--model", f.model, "Model name sent in requests; also where the tokenizer is read "
                                       "from when it is a directory or .gguf file")->required();
-  cmd->add_option("--tokenizer", f.tokenizer, "Tokenizer directory or file (default: --model)");
+  cmd->add_option("--tokenizer", f.tokenizer, "Model directory, .gguf or tokenizer file to tokenize with "
+                                              "(default: --model; the packaged default model for its name)");
   cmd->add_flag("--trust-remote-code", f.trust_remote_code, "Accepted for compatibility; has no effect");
   cmd->add_option("--dataset-name", f.dataset_name, "Dataset (only 'random')")
       ->check(CLI::IsMember({"random"}));
