@@ -27,12 +27,15 @@ ATTEMPTS = 3
 SCRIPT_TOL_MS = 25.0
 
 SCRIPTS = [
-    Script(ttft_ms=40, gaps_ms=[20, 20, 20], usage_delay_ms=30),           # 4 tokens, 4 chunks
+    Script(ttft_ms=40, gaps_ms=[60, 60, 60], usage_delay_ms=30),           # 4 tokens, 4 chunks
     Script(ttft_ms=70),                                                    # a single token: no TPOT
-    Script(ttft_ms=30, gaps_ms=[45, 45], tokens=[3, 3, 3]),                # 9 tokens in 3 chunks
-    Script(ttft_ms=100, gaps_ms=[10] * 5, usage_delay_ms=50),              # 6 tokens
-    Script(ttft_ms=60, gaps_ms=[30], tokens=[2, 2]),                       # 4 tokens in 2 chunks
+    Script(ttft_ms=30, gaps_ms=[90, 90], tokens=[3, 3, 3]),                # 9 tokens in 3 chunks
+    Script(ttft_ms=100, gaps_ms=[40] * 5, usage_delay_ms=50),              # 6 tokens
+    Script(ttft_ms=60, gaps_ms=[80], tokens=[2, 2]),                       # 4 tokens in 2 chunks
 ]
+# Sizes chosen so each definition matters beyond the tolerance: counting the
+# single-token requests' TPOT as 0 moves the mean TPOT by ~7 ms, an ITL per
+# token instead of per chunk moves the mean ITL by ~18 ms.
 REPEATS = 2
 PERCENTILES = [25, 50, 90, 99]
 
