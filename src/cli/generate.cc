@@ -1,14 +1,16 @@
 // `mxserve generate`: greedy continuation of a prompt on the CPU backend.
 //   --model PATH          checkpoint directory (config.json + safetensors) or a
 //                         .gguf file; default: the packaged default model
-//   --prompt-ids 1,2,3    prompt token ids (a --prompt TEXT option joins them
-//                         once the tokenizer is wired in)
+//   --prompt-ids 1,2,3    prompt token ids, or
+//   --prompt TEXT         a prompt encoded with the model's tokenizer (BOS added
+//                         when the tokenizer says so); the continuation is then
+//                         also printed as text
 //   --max-tokens N        tokens to generate (default 16)
 //   --w4a4                MXFP4 Linears quantize their inputs (the checkpoint's
 //                         contract); default W4A16
 //   --kv-cache-dtype      bf16 (default), fp8, f32
 //   --threads N           CPU threads (default: all cores)
-// Prints the continuation ids, then prompt and generation throughput.
+// Prints the continuation ids, [its text,] then prompt and generation throughput.
 #include <cstdio>
 #include <sstream>
 
@@ -17,6 +19,7 @@
 #include "model/causal_lm.h"
 #include "model/default_model.h"
 #include "model/greedy.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mx::cli {
 namespace {
@@ -24,6 +27,7 @@ namespace {
 struct GenerateOptions {
   std::string model;
   std::string prompt_ids;
+  std::string prompt_text;
   int64_t max_tokens = 16;
   bool w4a4 = false;
   std::string kv_dtype = "bf16";
@@ -64,11 +68,21 @@ std::string join(const std::vector<int32_t>& ids) {
 }
 
 void run(const GenerateOptions& o) {
-  std::vector<int32_t> prompt = parse_ids(o.prompt_ids);
+  if (o.prompt_ids.empty() == o.prompt_text.empty()) fail_input("give exactly one of --prompt-ids and --prompt");
+  const auto path = resolve_model_path(o.model);
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  if (!o.prompt_text.empty()) {
+    tokenizer = load_tokenizer(path);
+    if (tokenizer->add_bos() && tokenizer->bos_id()) prompt.push_back(*tokenizer->bos_id());
+    for (int32_t id : tokenizer->encode(o.prompt_text, false)) prompt.push_back(id);
+  } else {
+    prompt = parse_ids(o.prompt_ids);
+  }
   LoadOptions load;
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
-  auto model = load_causal_lm(resolve_model_path(o.model), load);
+  auto model = load_causal_lm(path, load);
   GreedyOptions g;
   g.max_new_tokens = o.max_tokens;
   g.block_size = o.block_size;
@@ -76,6 +90,7 @@ void run(const GenerateOptions& o) {
   if (!o.ignore_eos) g.stop_ids = model->config().eos_token_ids;
   GreedyResult r = greedy_generate(*model, prompt, g);
   std::printf("%s\n", join(r.tokens).c_str());
+  if (tokenizer) std::printf("text: %s\n", tokenizer->decode(r.tokens, true).c_str());
   std::printf("prompt: %zu tokens in %.3f s (%.2f tokens/s)\n", prompt.size(), r.prompt_seconds,
               double(prompt.size()) / r.prompt_seconds);
   // The first generated token comes from the prefill; the rest are decode steps.
@@ -88,7 +103,8 @@ Register reg([](CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Greedy continuation of prompt token ids on the CPU backend");
   auto o = std::make_shared<GenerateOptions>();
   cmd->add_option("--model", o->model, "checkpoint directory or .gguf file (default: the packaged default model)");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated prompt token ids")->required();
+  cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated prompt token ids");
+  cmd->add_option("--prompt", o->prompt_text, "prompt text, encoded with the model's tokenizer");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--w4a4", o->w4a4, "quantize MXFP4 Linears' inputs per 32 (W4A4); default W4A16");
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "bf16, fp8 or f32");

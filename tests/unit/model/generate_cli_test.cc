@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "model/default_model.h"
 #include "model_test_util.h"
 
 namespace mx {
@@ -58,6 +60,28 @@ TEST(GenerateCli, BadArgumentsExitWithCode2AndAMessage) {
   CliResult vocab = run_generate("--model '" + dir.string() + "' --prompt-ids 1,99999");
   EXPECT_EQ(vocab.exit_code, 2);
   EXPECT_NE(vocab.out.find("outside the vocabulary"), std::string::npos) << vocab.out;
+}
+
+// The packaged SmolLM2-135M-Instruct GGUF (Q4_1) through the Llama model, the
+// GGUF loader and the tokenizer: a real model must answer a factual prompt.
+TEST(GenerateCli, DefaultModelAnswersAFactualPrompt) {
+  try {
+    resolve_default_model();
+  } catch (const InvalidArgument& e) {
+    GTEST_SKIP() << "default model not installed (scripts/setup_default_model.sh): " << e.what();
+  }
+  CliResult r = run_generate("--prompt 'The capital of France is' --max-tokens 3 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("text:  Paris"), std::string::npos) << r.out;
+}
+
+TEST(GenerateCli, NeedsExactlyOnePromptOption) {
+  auto dir = test::synth_checkpoint("llama", 1);
+  CliResult none = run_generate("--model '" + dir.string() + "'");
+  EXPECT_EQ(none.exit_code, 2) << none.out;
+  CliResult both = run_generate("--model '" + dir.string() + "' --prompt-ids 1 --prompt hi");
+  EXPECT_EQ(both.exit_code, 2) << both.out;
+  EXPECT_NE(both.out.find("exactly one of --prompt-ids and --prompt"), std::string::npos) << both.out;
 }
 
 }  // namespace
