@@ -51,9 +51,19 @@ Tensor CpuOps::linear(const Tensor& x_in, const LinearWeight& w) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const bool direct = w.format == WeightFormat::Dense && w.weight.dtype() == DType::F32;
+  // Few tokens and BF16 weights: widen inside the dot product instead of
+  // through the tile buffer (each weight element is used only a few times).
+  const bool bf16_inline = w.format == WeightFormat::Dense && w.weight.dtype() == DType::BF16 && tokens <= 4;
   const float* bias = w.bias.defined() ? w.bias.data<float>() : nullptr;
   const int64_t tiles = (n + kRowTile - 1) / kRowTile;
   ThreadPool::global().parallel_for(tiles, [&](int64_t tb, int64_t te) {
+    if (bf16_inline) {
+      const uint16_t* wp = w.weight.data<uint16_t>();
+      for (int64_t r = tb * kRowTile; r < std::min(n, te * kRowTile); ++r)
+        for (int64_t t = 0; t < tokens; ++t)
+          yp[t * n + r] = dot_bf16(xp + t * k, wp + r * k, k) + (bias ? bias[r] : 0.0f);
+      return;
+    }
     std::vector<float> buf(direct ? 0 : size_t(kRowTile * k));
     for (int64_t tile = tb; tile < te; ++tile) {
       const int64_t r0 = tile * kRowTile, r1 = std::min(n, r0 + kRowTile);

@@ -55,6 +55,18 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// Dot product of F32 activations with BF16 weights, widening on the fly
+// (decode: no F32 copy of the weight row is written).
+inline float dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * f32_from_bits(uint32_t(b[i + j]) << 16);
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * f32_from_bits(uint32_t(b[i]) << 16);
+  return s;
+}
+
 // Checks an activation tensor is F32 and 2-D or more; returns the row count.
 int64_t require_rows(const Tensor& x, const char* op);
 
