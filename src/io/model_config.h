@@ -27,6 +27,8 @@ struct ModelConfig {
   std::string model_type;        // as written in the file ("kimi_k25", "llama", ...)
   std::string tensor_prefix;     // "language_model." for Kimi-K2.5, "" otherwise
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0;
+  // head_dim: llama's per-head size (config or hidden/heads); DeepSeek: the
+  // q/k size per head, qk_nope_head_dim + qk_rope_head_dim.
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;

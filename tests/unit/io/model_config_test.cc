@@ -92,6 +92,19 @@ TEST(ModelConfig, YarnBetaDefaultsWhenAbsent) {
   EXPECT_DOUBLE_EQ(c.rope_scaling.beta_slow, 1.0);
 }
 
+TEST(ModelConfig, TransformersFiveRopeParameters) {
+  json j = read_config("kimi-k2-instruct.config.json");
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 50000.0}, {"factor", 32.0},
+                          {"original_max_position_embeddings", 4096}, {"mscale_all_dim", 1.0}};
+  ModelConfig c = parse_model_config(j, "k2");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 50000.0);
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.beta_fast, 32.0);
+}
+
 TEST(ModelConfig, QuantizationConfigAtTopLevel) {
   json j = kimi_k25_config();
   j["quantization_config"] = j["text_config"]["quantization_config"];
