@@ -78,6 +78,28 @@ def max_deviation_ms(result, server):
     return worst
 
 
+def server_lateness_ms(server):
+    """How far the fake server's own writes strayed from its script (measured
+    from when it received each request): a number about the machine, not the
+    client under test."""
+    worst = 0.0
+    for serial, actual in server.actual.items():
+        script = server.scripts[serial % len(server.scripts)]
+        writes = (np.array(actual["writes"]) - actual["received"]) * 1000
+        scripted = np.array(script.chunk_offsets_ms()[:len(writes)])
+        worst = max(worst, float(np.max(np.abs(writes[:len(scripted)] - scripted))))
+    return worst
+
+
+def skip_if_machine_overloaded(server):
+    # The timing checks need the scripted server to keep its own schedule. When
+    # the server itself ran far off its script, the machine was too loaded to
+    # judge the client; a wrong client is off even when the server is on time.
+    lateness = server_lateness_ms(server)
+    if lateness > SCRIPT_TOL_MS / 2:
+        pytest.skip(f"machine overloaded: the fake server ran {lateness:.1f} ms off its own script")
+
+
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
     for attempt in range(ATTEMPTS):
@@ -131,6 +153,8 @@ def check_summary(result, samples, tol):
 
 def test_every_metric_matches_what_the_server_did(bench_run):
     _, result, server, _ = bench_run
+    if max_deviation_ms(result, server) > TOL_MS:
+        skip_if_machine_overloaded(server)
     per_request = server_samples(result, server)
     for i, expected in enumerate(per_request):
         assert result["ttfts"][i] * 1000 == pytest.approx(expected["ttft"], abs=TOL_MS)
@@ -141,12 +165,14 @@ def test_every_metric_matches_what_the_server_did(bench_run):
 
 
 def test_every_metric_matches_the_script(bench_run):
-    _, result, _, _ = bench_run
+    _, result, server, _ = bench_run
+    skip_if_machine_overloaded(server)
     check_summary(result, expected_samples(), SCRIPT_TOL_MS)
 
 
 def test_per_request_samples_and_token_counts(bench_run):
-    _, result, _, _ = bench_run
+    _, result, server, _ = bench_run
+    skip_if_machine_overloaded(server)
     expected = expected_samples()
     n = len(SCRIPTS) * REPEATS
     assert result["completed"] == n
@@ -218,6 +244,7 @@ def test_chat_backend_and_request_rate(tmp_path):
     with FakeOpenAIServer(scripts) as server:
         proc, result = run_bench(server, tmp_path, "--backend=openai-chat", "--request-rate=20",
                                  "--burstiness=2", "--num-prompts=6")
+    skip_if_machine_overloaded(server)
     assert server.paths == ["/v1/chat/completions"] * 6
     assert all(b["max_completion_tokens"] == 8 and b["messages"][0]["role"] == "user" for b in server.bodies)
     assert "ignore_eos" not in server.bodies[0]
