@@ -40,3 +40,7 @@ if [[ $PEERS == 1 ]]; then
 fi
 echo
 python3 bench/mxfp4/report.py "$OUT_DIR/bench.jsonl" "${PEERS_JSON[@]}" | tee "$OUT_DIR/table.md"
+# CUDA backend ops vs the CPU reference (scripts/gpu_ops_check.sh; OPS_PARITY=path
+# to use a carried binary).
+echo
+scripts/gpu_ops_check.sh
