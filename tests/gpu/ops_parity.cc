@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "cuda/backend/cuda_ops.h"
 #include "ops/ops.h"
+#include "quant/mxfp4.h"
 
 namespace mx {
 namespace {
@@ -29,6 +30,10 @@ namespace {
 constexpr double kExact = 0.0;         // embedding: a copy / exact widening
 constexpr double kF32Elementwise = 2e-6;  // silu_and_mul, rope (cosf/sinf/expf vs libm)
 constexpr double kF32Reduction = 1e-5;    // rms_norm, linear (F32 accumulation, different order)
+// MXFP4 linear: mxfp4_gemm takes BF16 activations and writes BF16; compared
+// with the CPU on the same BF16-rounded x, only the output rounding (2^-8 of a
+// value at most) and the summation order differ.
+constexpr double kBf16Output = 5e-3;
 
 struct Result {
   std::string op, shape;
@@ -98,6 +103,19 @@ void run_all(Ops& gpu, Ops& cpu, std::vector<Result>& out) {
       out.push_back(compare("linear", fmt::format("{}w M{} N{} K{}{}", weight_label(wd), M, N, K, M == 7 ? " +bias" : ""),
                             gpu.linear(x, lw), cpu.linear(x, lw), kF32Reduction));
     }
+  }
+  for (auto [M, N, K] : {std::tuple{1, 2048, 7168}, std::tuple{7, 576, 896}, std::tuple{100, 1024, 1024}}) {
+    Tensor wf = random_f32({N, K}, 0.05f);
+    Mxfp4Matrix q = mxfp4_quantize_matrix(wf.data<float>(), N, K);
+    LinearWeight lw;
+    lw.format = WeightFormat::Mxfp4;
+    lw.name = "parity.mxfp4";
+    lw.out_features = N, lw.in_features = K;
+    lw.weight = q.weight, lw.scale = q.scale;
+    if (M == 7) lw.bias = random_f32({N});
+    Tensor x = random_f32({M, K}).to(DType::BF16).to(DType::F32);  // the kernel's input precision
+    out.push_back(compare("linear", fmt::format("mxfp4 M{} N{} K{}{}", M, N, K, M == 7 ? " +bias" : ""),
+                          gpu.linear(x, lw), cpu.linear(x, lw), kBf16Output));
   }
   for (int64_t n : {int64_t(18432), int64_t(37) * 2048 + 5}) {
     Tensor g = random_f32({1, n}, 4.0f), u = random_f32({1, n});

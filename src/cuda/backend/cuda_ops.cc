@@ -3,6 +3,8 @@
 
 #include "core/error.h"
 #include "cuda/backend/kernels.h"
+#include "cuda/host/mxfp4_layout.h"
+#include "cuda/mxfp4_kernels.h"
 
 namespace mx::cuda {
 namespace {
@@ -42,18 +44,20 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 CudaOps::CudaOps(ActivationMode mode, CudaOpsOptions options)
-    : options_(options), cpu_(make_cpu_ops(mode)) {
+    : options_(options), mode_(mode), cpu_(make_cpu_ops(mode)) {
   check(cudaSetDevice(options_.device), "init", "cudaSetDevice");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "init", "cudaStreamCreate");
 }
 
 CudaOps::~CudaOps() {
   weights_.clear();
+  mxfp4_weights_.clear();
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 std::vector<std::string> CudaOps::gpu_ops() {
-  return {"embedding", "rms_norm", "add_rms_norm", "rope_inplace", "silu_and_mul", "linear (Dense F32/BF16)"};
+  return {"embedding", "rms_norm", "add_rms_norm", "rope_inplace", "silu_and_mul", "linear (Dense F32/BF16)",
+          "linear (MXFP4, W4A16 with BF16 activations)"};
 }
 
 DeviceBuffer CudaOps::upload(const void* host, size_t bytes, const char* op) {
@@ -160,9 +164,48 @@ Tensor CudaOps::silu_and_mul(const Tensor& gate, const Tensor& up) {
   return download(out, gate.shape(), "silu_and_mul");
 }
 
+Tensor CudaOps::linear_mxfp4(const Tensor& x, const LinearWeight& w) {
+  const int64_t M = activation_rows(x, "linear"), K = w.in_features, N = w.out_features;
+  MX_CHECK(x.numel() == M * K && int64_t(w.weight.nbytes()) == N * K / 2 && int64_t(w.scale.nbytes()) == N * K / 32,
+           "linear {}: input {} for MXFP4 weight {} / scale {} [{}, {}]", w.name, x.describe(), w.weight.describe(),
+           w.scale.describe(), N, K);
+  auto it = mxfp4_weights_.find(w.weight.data<uint8_t>());
+  if (it == mxfp4_weights_.end()) {
+    PackedMxfp4 p = pack_mxfp4({w.weight.data<uint8_t>(), size_t(w.weight.numel())},
+                               {w.scale.data<uint8_t>(), size_t(w.scale.numel())}, N, K, w.name.c_str());
+    PackedWeight pw{w.weight.storage(), upload(p.codes.data(), p.codes.size(), "linear"),
+                    upload(p.scales.data(), p.scales.size(), "linear"), p.big_scales};
+    finish("linear");  // p's host bytes must outlive the copies
+    it = mxfp4_weights_.emplace(w.weight.data<uint8_t>(), std::move(pw)).first;
+  }
+  Mxfp4DeviceWeight dw{it->second.codes.get<uint8_t>(), it->second.scales.get<uint8_t>(), N, K,
+                       it->second.big_scales};
+  const float* dbias = nullptr;
+  if (w.bias.defined()) {
+    MX_CHECK(w.bias.dtype() == DType::F32 && w.bias.numel() == N, "linear: bias {} for {} outputs",
+             w.bias.describe(), N);
+    dbias = static_cast<const float*>(device_weight(w.bias, "linear"));
+  }
+  DeviceBuffer dx = upload(x.raw(), x.nbytes(), "linear");
+  DeviceBuffer xb = output(size_t(M * K) * 2, "linear"), yb = output(size_t(M * N) * 2, "linear");
+  DeviceBuffer out = output(size_t(M * N) * 4, "linear");
+  launch_f32_to_bf16(dx.get<float>(), M * K, xb.get<uint16_t>(), stream_);
+  mxfp4_gemm(dw, xb.get<uint16_t>(), int(M), yb.get<uint16_t>(), stream_);
+  launch_bf16_to_f32_bias(yb.get<uint16_t>(), dbias, M, N, out.get<float>(), stream_);
+  return download(out, {M, N}, "linear");
+}
+
 Tensor CudaOps::linear(const Tensor& x, const LinearWeight& w) {
-  // Only dense F32/BF16 weights have a CUDA path so far; the rest (MXFP4, FP8,
-  // INT4, F16) run on the CPU reference.
+  if (w.format == WeightFormat::Mxfp4) {
+    const bool w4a4 = mode_ == ActivationMode::W4A4 && w.quantize_input;
+    const bool packable = w.out_features % 16 == 0 && w.in_features % 64 == 0 && w.out_features > 0 &&
+                          w.weight.dtype() == DType::U8 && w.scale.defined() &&
+                          (w.scale.dtype() == DType::U8 || w.scale.dtype() == DType::E8M0);
+    if (!w4a4 && packable && activation_rows(x, "linear") > 0) return linear_mxfp4(x, w);
+    return cpu_->linear(x, w);
+  }
+  // Dense F32/BF16 weights run the kernel below; FP8, INT4 and F16 run on the
+  // CPU reference.
   if (w.format != WeightFormat::Dense || !is_bf16_or_f32(w.weight)) return cpu_->linear(x, w);
   const int64_t M = activation_rows(x, "linear"), K = row_width(x), N = w.out_features;
   MX_CHECK(K == w.in_features && w.weight.numel() == N * K, "linear: input {} for weight {} [{}, {}]", x.describe(),

@@ -46,6 +46,10 @@ class DeviceBuffer {
 class CudaOps : public Ops {
  public:
   CudaOps(ActivationMode mode, CudaOpsOptions options);
+  // linear on MXFP4 weights runs mxfp4_gemm (src/cuda/mxfp4_kernels.h), which
+  // takes BF16 activations: x is rounded to BF16 on the GPU and y comes back
+  // through BF16 (W4A16 as that kernel defines it). W4A4 inputs, shapes the
+  // kernel layout refuses (N % 16, K % 64) go to the CPU reference.
   ~CudaOps() override;
 
   // The ops that run CUDA kernels (the rest run on the CPU reference).
@@ -108,6 +112,13 @@ class CudaOps : public Ops {
     DeviceBuffer buffer;
   };
 
+  struct PackedWeight {
+    std::shared_ptr<Storage> keep_alive;
+    DeviceBuffer codes, scales;
+    bool big_scales = false;
+  };
+
+  Tensor linear_mxfp4(const Tensor& x, const LinearWeight& w);
   DeviceBuffer upload(const void* host, size_t bytes, const char* op);
   DeviceBuffer output(size_t bytes, const char* op);
   const void* device_weight(const Tensor& w, const char* op);
@@ -116,8 +127,10 @@ class CudaOps : public Ops {
 
   CudaOpsOptions options_;
   cudaStream_t stream_ = nullptr;
+  ActivationMode mode_;
   std::unique_ptr<Ops> cpu_;
   std::map<std::pair<const uint8_t*, size_t>, CachedWeight> weights_;
+  std::map<const uint8_t*, PackedWeight> mxfp4_weights_;  // kernel layout (host/mxfp4_layout.h)
 };
 
 std::unique_ptr<Ops> make_cuda_ops(ActivationMode mode, CudaOpsOptions options = {});

@@ -84,7 +84,28 @@ __global__ void dense_linear_kernel(const float* x, const W* w, const float* bia
   if (threadIdx.x % 32 == 0) y[out] = acc + (bias ? bias[n] : 0.f);
 }
 
+__global__ void f32_to_bf16_kernel(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
+__global__ void bf16_to_f32_bias_kernel(const uint16_t* y_bf16, const float* bias, int64_t M, int64_t N, float* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = widen(y_bf16, i) + (bias ? bias[i % N] : 0.f);
+}
+
+int64_t grid_for(int64_t n) { return (n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096; }
+
 }  // namespace
+
+void launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
+  if (n) f32_to_bf16_kernel<<<grid_for(n), 256, 0, stream>>>(x, n, out);
+}
+
+void launch_bf16_to_f32_bias(const uint16_t* y_bf16, const float* bias, int64_t M, int64_t N, float* y,
+                             cudaStream_t stream) {
+  if (M * N > 0) bf16_to_f32_bias_kernel<<<grid_for(M * N), 256, 0, stream>>>(y_bf16, bias, M, N, y);
+}
 
 void launch_embedding(const void* table, bool table_bf16, const int32_t* ids, int64_t tokens, int64_t d,
                       float* out, cudaStream_t stream) {

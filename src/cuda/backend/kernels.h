@@ -33,4 +33,11 @@ void launch_silu_and_mul(const float* gate, const float* up, int64_t n, float* o
 void launch_dense_linear(const float* x, const void* w, bool w_bf16, const float* bias, int64_t M, int64_t N,
                          int64_t K, float* y, cudaStream_t stream);
 
+// BF16 round-to-nearest-even copy of F32 activations (the MXFP4 GEMM's input).
+void launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
+
+// y[m, n] = widen(y_bf16[m, n]) (+ bias[n]).
+void launch_bf16_to_f32_bias(const uint16_t* y_bf16, const float* bias, int64_t M, int64_t N, float* y,
+                             cudaStream_t stream);
+
 }  // namespace mx::cuda
