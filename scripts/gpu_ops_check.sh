@@ -2,8 +2,8 @@
 # GPU parity of the CUDA backend's ops (src/cuda/backend) against the CPU
 # reference backend (needs an sm_90 GPU: H100/H200). Builds tests/gpu/ops_parity
 # into build-cuda (needs the project's build dependencies and nvcc with sm_90a),
-# or runs a binary built elsewhere (OPS_PARITY=path; it links the CUDA runtime
-# statically, and needs libfmt beside it or on LD_LIBRARY_PATH). Prints the
+# or runs a binary built elsewhere (OPS_PARITY=path; libcudart.so.13 and
+# libfmt.so.9 must be on LD_LIBRARY_PATH there). Prints the
 # per-op table last; exit status 1 if any op is outside its threshold.
 #   scripts/gpu_ops_check.sh [--seed N]
 set -euo pipefail
