@@ -1,7 +1,10 @@
 // `mxserve serve`: the OpenAI-compatible server. Binds first (so /health can
 // say 503 while the model loads), loads model + tokenizer + chat template,
-// sizes the paged KV cache, then serves until SIGINT/SIGTERM.
+// sizes the paged KV cache, then serves until SIGINT/SIGTERM, drains, exits.
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <ctime>
 #include <pthread.h>
 
 #include "cli/command.h"
@@ -20,11 +23,12 @@ namespace {
 
 struct ServeOptions {
   std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
-  int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64;
+  int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64, http_read_timeout_s = 60;
   bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false;
   int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 16, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
   double kv_cache_memory_gib = 1.0;
+  double shutdown_timeout_s = 30.0;
 };
 
 KvCacheDtype parse_kv_dtype(const std::string& s) {
@@ -76,6 +80,50 @@ void read_extras(const std::vector<std::string>& extras, ServeOptions& o) {
   }
 }
 
+int wait_for_signal(const sigset_t& signals) {
+  int received = 0;
+  sigwait(&signals, &received);
+  return received;
+}
+
+// A second SIGINT/SIGTERM while draining: exit at once with the shell's
+// 128 + signal code, skipping destructors (threads may still be writing).
+[[noreturn]] void exit_now(int signal) {
+  log::warn("signal {} while draining: exiting at once", signal);
+  std::_Exit(128 + signal);
+}
+
+// Graceful shutdown: new requests get 503 while the engine finishes those in
+// flight and their handlers write them out (httplib would cut streams short if
+// its listening socket closed first). Past the timeout, the engine ends what
+// is left with an error event, then the process exits 0: those clients saw
+// the error, nothing is dropped silently.
+void drain(OpenAIServer& server, Engine& engine, const sigset_t& signals, double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  server.stop_accepting();
+  bool timed_out = false;
+  const timespec poll{0, 20'000'000};
+  while (server.active_requests() > 0) {
+    siginfo_t info;
+    if (const int sig = sigtimedwait(&signals, &info, &poll); sig > 0) exit_now(sig);
+    if (!timed_out && Clock::now() >= deadline) {
+      log::warn("--shutdown-timeout {} s reached: ending the {} requests still in flight", timeout_s,
+                server.active_requests());
+      timed_out = true;
+      engine.stop();  // their streams end with an error event, so their handlers return
+    }
+    if (timed_out && Clock::now() >= deadline + std::chrono::seconds(5)) {
+      log::warn("{} connections still writing 5 s after the timeout: exiting without them", server.active_requests());
+      std::_Exit(0);
+    }
+  }
+  engine.stop();
+  server.stop();
+  log::info("drained in {:.2f} s; exiting", std::chrono::duration<double>(Clock::now() - start).count());
+}
+
 void serve(const ServeOptions& o) {
   if (o.tensor_parallel_size != 1)
     fail_input("--tensor-parallel-size {}: this build serves on one device only (tensor parallelism is not implemented yet)",
@@ -88,7 +136,8 @@ void serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ServerOptions server_options{o.host, o.port, o.api_key, size_t(o.max_request_body_mb) << 20, o.http_threads};
+  ServerOptions server_options{o.host, o.port, o.api_key, size_t(o.max_request_body_mb) << 20, o.http_threads,
+                               o.http_read_timeout_s};
   OpenAIServer server(server_options);
   const int port = server.start();
   log::info("listening on http://{}:{} (loading the model; /health answers 503 until ready)", o.host, port);
@@ -118,11 +167,10 @@ void serve(const ServeOptions& o) {
   log::info("ready: {} as '{}'; {} KV blocks of {} tokens, max model len {}", model->describe(), name, ec.num_kv_blocks,
             ec.block_size, ec.max_model_len);
 
-  int received = 0;
-  sigwait(&signals, &received);
-  log::info("signal {}: shutting down", received);
-  engine.stop();  // first: requests in flight end (with an error event) so their handlers return
-  server.stop();
+  const int received = wait_for_signal(signals);
+  log::info("signal {}: refusing new requests (503); draining requests in flight (up to {} s; signal again to "
+            "exit at once)", received, o.shutdown_timeout_s);
+  drain(server, engine, signals, o.shutdown_timeout_s);
 }
 
 Register reg([](CLI::App& app) {
@@ -152,6 +200,10 @@ Register reg([](CLI::App& app) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--max-request-body-mb", o->max_request_body_mb, "larger request bodies get 413")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads, "connections served at once (each stream holds one)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--http-read-timeout", o->http_read_timeout_s, "seconds a client may stay silent while sending a "
+                  "request before its connection is dropped")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s, "seconds to let requests in flight finish after "
+                  "SIGTERM/SIGINT before ending them")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads for the model (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--w4a4", o->w4a4, "MXFP4 Linears quantize their inputs (W4A4); default W4A16");
   cmd->callback([o, cmd] {

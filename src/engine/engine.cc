@@ -59,7 +59,8 @@ void Engine::validate(const EngineRequest& r) const {
   if (r.n < 1 || r.n > config_.max_n) fail_input("'n' must be between 1 and {}, got {}", config_.max_n, r.n);
   r.params.validate(vocab_limit_);
   const int64_t prompt = int64_t(r.prompt_tokens.size());
-  if (prompt + r.params.max_tokens > config_.max_model_len)
+  // Compared without adding: prompt + a max_tokens near INT64_MAX would overflow and pass.
+  if (prompt > config_.max_model_len || r.params.max_tokens > config_.max_model_len - prompt)
     fail_input("this model's maximum context length is {} tokens; the request has {} prompt tokens and asks for {} "
                "more (max_tokens)", config_.max_model_len, prompt, r.params.max_tokens);
 }

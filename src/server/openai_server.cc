@@ -1,5 +1,6 @@
 #include "server/openai_server.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/log.h"
@@ -13,10 +14,43 @@ using nlohmann::json;
 
 struct OpenAIServer::Context : ServerState {};
 
+namespace {
+
+// Deeper JSON is refused before parsing: the parse itself is iterative, but
+// copying, comparing, dumping and template rendering recurse per level, so a
+// body of 100k '[' could overflow a thread's stack later on.
+constexpr int kMaxJsonDepth = 64;
+
+// Nesting depth of arrays/objects, brackets inside strings not counted. A cheap
+// byte scan; malformed bodies are left to the parser.
+int json_depth(const std::string& body) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxJsonDepth) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 nlohmann::json parse_body(const httplib::Request& req) {
+  if (json_depth(req.body) > kMaxJsonDepth)
+    bad_request("", "the request body nests arrays/objects deeper than {} levels", kMaxJsonDepth);
   try {
     return json::parse(req.body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     bad_request("", "the request body is not valid JSON: {}", e.what());
   }
 }
@@ -60,6 +94,27 @@ void guarded(httplib::Response& res, F&& f) {
     send_error(res, ApiError(500, "server_error", e.what()));
   }
 }
+
+// Counts a request as active from its handler until its response is written:
+// a stream outlives its handler, so the count moves into the response's
+// content-provider releaser, which runs when httplib is done with the response.
+class ActiveRequest {
+ public:
+  explicit ActiveRequest(ServerState& s) : count_(s.active_requests) { ++count_; }
+  ~ActiveRequest() { --count_; }
+  ActiveRequest(const ActiveRequest&) = delete;
+  ActiveRequest& operator=(const ActiveRequest&) = delete;
+
+  static void hold_until_written(std::shared_ptr<ActiveRequest> active, httplib::Response& res) {
+    if (!res.content_provider_) return;
+    res.content_provider_resource_releaser_ = [active, previous = std::move(res.content_provider_resource_releaser_)](bool ok) {
+      if (previous) previous(ok);
+    };
+  }
+
+ private:
+  std::atomic<int64_t>& count_;
+};
 
 void require_ready(const ServerState& s) {
   if (!s.ready) throw ApiError(503, "service_unavailable", "the model is still loading");
@@ -114,7 +169,7 @@ OpenAIServer::OpenAIServer(ServerOptions options)
   const int threads = options_.http_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_read_timeout(60, 0);
+  http_->set_read_timeout(options_.read_timeout_s, 0);
   http_->set_write_timeout(60, 0);
   install_routes();
 }
@@ -124,7 +179,12 @@ OpenAIServer::~OpenAIServer() { stop(); }
 void OpenAIServer::install_routes() {
   ServerState& s = *ctx_;
   const std::string api_key = options_.api_key;
-  http_->set_pre_routing_handler([api_key](const httplib::Request& req, httplib::Response& res) {
+  http_->set_pre_routing_handler([api_key, &s](const httplib::Request& req, httplib::Response& res) {
+    if (s.draining) {
+      res.set_header("Connection", "close");
+      send_error(res, ApiError(503, "service_unavailable", "the server is shutting down"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -167,10 +227,12 @@ void OpenAIServer::install_routes() {
   });
   auto post = [&](const char* path, void (*handler)(ServerState&, const httplib::Request&, httplib::Response&)) {
     http_->Post(path, [&s, handler](const httplib::Request& req, httplib::Response& res) {
+      auto active = std::make_shared<ActiveRequest>(s);
       guarded(res, [&] {
         require_ready(s);
         handler(s, req, res);
       });
+      ActiveRequest::hold_until_written(std::move(active), res);
     });
   };
   post("/v1/completions", handle_completions);
@@ -200,6 +262,10 @@ void OpenAIServer::attach(Engine& engine, ServedModel model) {
 void OpenAIServer::wait() {
   if (thread_.joinable()) thread_.join();
 }
+
+void OpenAIServer::stop_accepting() { ctx_->draining = true; }
+
+int64_t OpenAIServer::active_requests() const { return ctx_->active_requests; }
 
 void OpenAIServer::stop() {
   if (http_) http_->stop();

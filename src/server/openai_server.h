@@ -26,6 +26,7 @@ struct ServerOptions {
   std::string api_key;                  // empty: no authentication
   size_t max_body_bytes = 32u << 20;    // larger bodies get a 413
   int http_threads = 64;                // concurrent connections served
+  int read_timeout_s = 60;              // a client silent this long mid-request is dropped
 };
 
 class OpenAIServer {
@@ -38,6 +39,10 @@ class OpenAIServer {
   int start();
   void attach(Engine& engine, ServedModel model);
   void wait();  // until stop()
+  // Graceful shutdown, first step: from now on new requests get 503 while
+  // those in flight (streams included) go on; stop() once none is active.
+  void stop_accepting();
+  int64_t active_requests() const;
   void stop();
 
  private:

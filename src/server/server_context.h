@@ -20,6 +20,8 @@ struct ServerState {
   Engine* engine = nullptr;
   std::optional<ServedModel> model;
   std::atomic<int64_t> next_id{0};
+  std::atomic<bool> draining{false};        // shutting down: new requests get 503
+  std::atomic<int64_t> active_requests{0};  // API requests whose response is not fully written
 
   std::string make_id(const char* prefix) { return fmt::format("{}-{}-{}", prefix, std::time(nullptr), next_id++); }
 };
