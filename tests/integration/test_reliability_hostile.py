@@ -176,14 +176,18 @@ def test_body_sizes(port):
 
 
 def test_header_sizes(port):
-    # cpp-httplib reads header lines of at most 8 KiB: longer ones end the connection.
-    for name, value in (("X-Big", "a" * (64 << 10)), ("X-Many", None)):
-        headers = "".join(f"X-H{i}: {i}\r\n" for i in range(5000)) if value is None else f"{name}: {value}\r\n"
-        status, raw = exchange(port, (f"GET /health HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n"
-                                      f"{headers}\r\n").encode())
-        assert status is None or status in (200, 400, 413, 431), (name, status)
-    status, _ = exchange(port, f"GET /{'a' * (1 << 20)} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
-    assert status is None or 400 <= status < 500, status
+    """cpp-httplib 0.11 refuses a header line over 8 KiB (400) and a request line
+    over 8 KiB (414, or a closed connection); it does not limit how many headers a request has."""
+    def get(path, headers, half_close=True):  # half-close: no wait for the server's read timeout
+        return exchange(port, (f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n{headers}\r\n").encode(),
+                        half_close=half_close)
+
+    # None: the server closed before the client's half-close reached it, a refusal too.
+    for path, headers, expected in (("/health", f"X-Big: {'a' * (64 << 10)}\r\n", 400), ("/" + "a" * (1 << 20), "", 414)):
+        status, raw = get(path, headers)
+        if status is not None:
+            assert_openai_error(status, raw, expected)
+    assert get("/health", "".join(f"X-H{i}: {i}\r\n" for i in range(5000)), half_close=False)[0] == 200
     assert_still_serving(port)
 
 
