@@ -123,6 +123,12 @@ CHAT_400 = {
     "content a number": {"messages": [{"role": "user", "content": 1e400}]},
     "invalid utf-8 content": b'{"messages": [{"role": "user", "content": "\xc0\xaf"}]}',
     "deep content": '{"messages": [{"role": "user", "content": ' + "[" * DEPTH + "]" * DEPTH + "}]}",
+    # Without the depth guard these two crash the server (stack overflow in the
+    # recursive copy/dump on the way to the chat template).
+    "deep tool parameters": '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [{"type": '
+                            '"function", "function": {"name": "f", "parameters": ' + '{"a":' * DEPTH + "1" + "}" * DEPTH + "}}]}",
+    "deep chat_template_kwargs": '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, '
+                                 '"chat_template_kwargs": {"x": ' + "[" * DEPTH + "]" * DEPTH + "}}",
     "top_logprobs negative": {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "top_logprobs": -1},
     "top_logprobs huge": {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "top_logprobs": 10 ** 9},
     "max_completion_tokens huge": {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 2 ** 63 - 1},
