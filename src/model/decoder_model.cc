@@ -14,7 +14,17 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
   loader_ = std::make_unique<WeightLoader>(config_, *source_);
 }
 
-void DecoderModel::load_common(const WeightLoader& w) {
+void DecoderModel::load_layers(const LayerBlocks& make_blocks) {
+  const WeightLoader& w = *loader_;
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const std::string prefix = "model.layers." + std::to_string(i);
+    DecoderLayer l;
+    l.input_norm = w.tensor(prefix + ".input_layernorm.weight");
+    l.post_attention_norm = w.tensor(prefix + ".post_attention_layernorm.weight");
+    make_blocks(i, prefix, l);
+    layers_.push_back(std::move(l));
+  }
+  if (layers_.empty()) fail_input("{} config has no layers", config_.model_type);
   embed_ = w.tensor("model.embed_tokens.weight");
   final_norm_ = w.tensor("model.norm.weight");
   // Tied: the head is the embedding even if the file also holds an

@@ -3,7 +3,9 @@
 // paged-KV bookkeeping of CausalLM. A family (llama.cc, deepseek_v3.cc) only
 // says which attention and feed-forward each layer has.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "io/tensor_source.h"
@@ -29,8 +31,12 @@ class DecoderModel : public CausalLM {
   std::string describe() const override;
 
  protected:
-  // Called by a family's constructor once its layers are built.
-  void load_common(const WeightLoader& w);
+  // What a family puts in one layer (prefix "model.layers.<i>"): its
+  // attention and feed-forward blocks.
+  using LayerBlocks = std::function<void(int64_t layer, const std::string& prefix, DecoderLayer& l)>;
+  // Builds every layer (norms from the file, blocks from make_blocks), then the
+  // embedding, final norm and LM head. Called by a family's constructor.
+  void load_layers(const LayerBlocks& make_blocks);
   virtual std::string family_name() const = 0;
 
   ModelConfig config_;

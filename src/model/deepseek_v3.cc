@@ -17,21 +17,13 @@ class DeepseekV3 : public DecoderModel {
       fail_input("deepseek_v3 config needs kv_lora_rank, qk_nope/rope_head_dim and v_head_dim");
     rope_ = make_rope_table(c.rope_scaling, c.rope_theta, c.qk_rope_head_dim, c.max_position_embeddings,
                             RopeTable::Style::Interleaved);
-    const WeightLoader& w = *loader_;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = "model.layers." + std::to_string(i);
-      DecoderLayer l;
-      l.input_norm = w.tensor(p + ".input_layernorm.weight");
-      l.post_attention_norm = w.tensor(p + ".post_attention_layernorm.weight");
-      l.attention = std::make_unique<MlaAttention>(w, c, p + ".self_attn", rope_);
+    load_layers([&](int64_t i, const std::string& p, DecoderLayer& l) {
+      l.attention = std::make_unique<MlaAttention>(*loader_, c, p + ".self_attn", rope_);
       if (c.is_moe_layer(i))
-        l.ffn = std::make_unique<Moe>(w, c, p + ".mlp");
+        l.ffn = std::make_unique<Moe>(*loader_, c, p + ".mlp");
       else
-        l.ffn = std::make_unique<SwiGluMlp>(w, p + ".mlp");
-      layers_.push_back(std::move(l));
-    }
-    if (layers_.empty()) fail_input("deepseek_v3 config has no layers");
-    load_common(w);
+        l.ffn = std::make_unique<SwiGluMlp>(*loader_, p + ".mlp");
+    });
   }
 
  protected:

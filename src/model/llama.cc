@@ -15,18 +15,10 @@ class Llama : public DecoderModel {
     const int64_t head_dim = c.head_dim > 0 ? c.head_dim : c.hidden_size / std::max<int64_t>(c.num_heads, 1);
     rope_ = make_rope_table(c.rope_scaling, c.rope_theta, head_dim, c.max_position_embeddings,
                             RopeTable::Style::Neox);
-    const WeightLoader& w = *loader_;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = "model.layers." + std::to_string(i);
-      DecoderLayer l;
-      l.input_norm = w.tensor(p + ".input_layernorm.weight");
-      l.post_attention_norm = w.tensor(p + ".post_attention_layernorm.weight");
-      l.attention = std::make_unique<GqaAttention>(w, c, p + ".self_attn", rope_);
-      l.ffn = std::make_unique<SwiGluMlp>(w, p + ".mlp");
-      layers_.push_back(std::move(l));
-    }
-    if (layers_.empty()) fail_input("llama config has no layers");
-    load_common(w);
+    load_layers([&](int64_t, const std::string& p, DecoderLayer& l) {
+      l.attention = std::make_unique<GqaAttention>(*loader_, c, p + ".self_attn", rope_);
+      l.ffn = std::make_unique<SwiGluMlp>(*loader_, p + ".mlp");
+    });
   }
 
  protected:
