@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "server/chat_output.h"
+#include "server/sse_response.h"
 #include "server/generation.h"
 #include "server/server_context.h"
 
@@ -168,19 +169,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   stream->gen = std::make_unique<Generation>(*state.engine, std::vector<PromptInput>{stream->request.prompt},
                                              stream->request.params, stream->request.n);
   stream->choices = make_choices(stream->request, stream->gen->num_choices());
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream](size_t, httplib::DataSink& sink) {
-        if (stream->finished) {
-          sink.done();
-          return true;
-        }
-        const std::string text = stream->next(std::chrono::milliseconds(20));
-        if (!text.empty() && !sink.write(text.data(), text.size())) return false;  // client gone
-        if (stream->finished) sink.done();
-        return true;
-      },
-      [stream](bool) { stream->gen->abort(); });
+  respond_sse(res, stream);
 }
 
 }  // namespace mx

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "server/generation.h"
+#include "server/sse_response.h"
 #include "server/server_context.h"
 
 namespace mx {
@@ -136,19 +137,7 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
   auto stream = std::make_shared<CompletionStream>(CompletionStream{state, std::move(request), nullptr, state.make_id("cmpl"), std::time(nullptr), {}, false});
   stream->gen = std::make_unique<Generation>(*state.engine, stream->request.prompts, stream->request.params, stream->request.n);
   stream->choices.resize(size_t(stream->gen->num_choices()));
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream](size_t, httplib::DataSink& sink) {
-        if (stream->finished) {
-          sink.done();
-          return true;
-        }
-        const std::string text = stream->next(std::chrono::milliseconds(20));
-        if (!text.empty() && !sink.write(text.data(), text.size())) return false;  // client gone
-        if (stream->finished) sink.done();
-        return true;
-      },
-      [stream](bool) { stream->gen->abort(); });  // no-op when finished; frees blocks when the client left
+  respond_sse(res, stream);
 }
 
 }  // namespace mx
