@@ -34,6 +34,8 @@ struct ForwardBatch {
 struct LoadOptions {
   ActivationMode activation_mode = ActivationMode::W4A16;  // MXFP4 Linears: W4A16 or W4A4
   int num_threads = 0;                                     // CPU backend: 0 = all cores
+  std::string device = "cpu";                              // Ops backend (ops/backend_registry.h): cpu, cuda
+  int device_index = 0;                                    // which GPU for device = cuda
 };
 
 class CausalLM {

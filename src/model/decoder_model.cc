@@ -4,13 +4,17 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ops/backend_registry.h"
 
 namespace mx {
 
 DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::unique_ptr<TensorSource> source)
     : config_(std::move(config)), options_(options), source_(std::move(source)) {
   if (options.num_threads > 0) ThreadPool::set_global_threads(options.num_threads);
-  ops_ = make_cpu_ops(options.activation_mode);
+  BackendOptions backend;
+  backend.activation_mode = options.activation_mode;
+  backend.device_index = options.device_index;
+  ops_ = make_ops(options.device, backend);
   loader_ = std::make_unique<WeightLoader>(config_, *source_);
 }
 
@@ -88,6 +92,9 @@ Tensor DecoderModel::forward(const ForwardBatch& batch) {
   if (!kv_allocated_) fail("forward called before allocate_kv_cache");
   StepContext step = make_step(batch);
   Ops& ops = *ops_;
+  ops.begin_step();
+  ops.prepare(step.positions);
+  ops.prepare(step.attention);
   const float eps = float(config_.rms_norm_eps);
   Tensor x = ops.embedding(embed_, batch.token_ids);
   Tensor h = ops.rms_norm(x, layers_.front().input_norm, eps);
@@ -105,13 +112,13 @@ Tensor DecoderModel::forward(const ForwardBatch& batch) {
     row += s.num_new_tokens;
     if (s.need_logits && s.num_new_tokens > 0) rows.push_back(row - 1);
   }
-  return ops.linear(ops.gather_rows(h, rows), lm_head_);
+  return ops.to_host(ops.linear(ops.gather_rows(h, rows), lm_head_));
 }
 
 std::string DecoderModel::describe() const {
-  return fmt::format("{} ({}), {} layers, weights: {}, activations {}, cpu", family_name(), config_.model_type,
+  return fmt::format("{} ({}), {} layers, weights: {}, activations {}, {}", family_name(), config_.model_type,
                      layers_.size(), weight_summary_,
-                     options_.activation_mode == ActivationMode::W4A4 ? "W4A4" : "W4A16");
+                     options_.activation_mode == ActivationMode::W4A4 ? "W4A4" : "W4A16", options_.device);
 }
 
 }  // namespace mx

@@ -156,7 +156,7 @@ Tensor MlaAttention::forward(Ops& ops, const Tensor& h, const StepContext& step)
 
   // Decode tokens (one new token) take the absorbed form together; prefill
   // chunks take the expanded form one sequence at a time.
-  Tensor out = Tensor::empty(DType::F32, {tokens, heads_ * v_dim_});
+  Tensor out = ops.empty(DType::F32, {tokens, heads_ * v_dim_});
   AttentionMeta decode{step.attention.block_size, {}, {}};
   std::vector<int64_t> decode_rows;
   for (const AttentionSeq& s : step.attention.seqs) {

@@ -56,8 +56,8 @@ void finish_weights(MoeRouting& r, int64_t t, const std::vector<float>& prob, co
   for (int64_t j = 0; j < p.top_k; ++j) {
     float w = prob[size_t(idx[size_t(j)])];
     if (p.normalize) w = float(w / (sum + 1e-20));
-    r.expert_ids[size_t(t * p.top_k + j)] = idx[size_t(j)];
-    r.weights[size_t(t * p.top_k + j)] = w * p.routed_scaling_factor;
+    r.expert_ids.data<int32_t>()[t * p.top_k + j] = idx[size_t(j)];
+    r.weights.data<float>()[t * p.top_k + j] = w * p.routed_scaling_factor;
   }
 }
 
@@ -69,7 +69,7 @@ MoeRouting CpuOps::route_noaux_tc(const Tensor& router_logits, const Tensor& cor
   check_routing(router_logits, p);
   MX_CHECK(!correction_bias.defined() || correction_bias.numel() == experts, "correction bias {} for {} experts",
            correction_bias.describe(), experts);
-  MoeRouting r{p.top_k, std::vector<int32_t>(size_t(tokens * p.top_k)), std::vector<float>(size_t(tokens * p.top_k))};
+  MoeRouting r{p.top_k, Tensor::empty(DType::I32, {tokens, p.top_k}), Tensor::empty(DType::F32, {tokens, p.top_k})};
   std::vector<float> score(static_cast<size_t>(experts)), choice(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t e = 0; e < experts; ++e) {
@@ -86,7 +86,7 @@ MoeRouting CpuOps::route_noaux_tc(const Tensor& router_logits, const Tensor& cor
 MoeRouting CpuOps::route_softmax(const Tensor& router_logits, const RoutingParams& p) {
   const int64_t tokens = require_rows(router_logits, "route_softmax"), experts = router_logits.dim(1);
   check_routing(router_logits, p);
-  MoeRouting r{p.top_k, std::vector<int32_t>(size_t(tokens * p.top_k)), std::vector<float>(size_t(tokens * p.top_k))};
+  MoeRouting r{p.top_k, Tensor::empty(DType::I32, {tokens, p.top_k}), Tensor::empty(DType::F32, {tokens, p.top_k})};
   std::vector<float> prob(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
     const float* l = router_logits.data<float>() + t * experts;
@@ -101,16 +101,18 @@ MoeRouting CpuOps::route_softmax(const Tensor& router_logits, const RoutingParam
 
 Tensor CpuOps::fused_moe(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r) {
   const int64_t tokens = require_rows(x, "fused_moe"), hidden = x.numel() / std::max<int64_t>(tokens, 1);
-  MX_CHECK(int64_t(r.expert_ids.size()) == tokens * r.top_k, "fused_moe: routing for {} tokens, input {}",
-           r.expert_ids.size() / size_t(std::max<int64_t>(r.top_k, 1)), x.describe());
+  MX_CHECK(r.expert_ids.defined() && r.weights.defined() && r.expert_ids.numel() == tokens * r.top_k &&
+               r.weights.numel() == tokens * r.top_k,
+           "fused_moe: routing {} for input {} with top_k {}",
+           r.expert_ids.defined() ? r.expert_ids.describe() : "undefined", x.describe(), r.top_k);
   // Tokens (and their weights) per expert, so each expert's weights are read once.
   std::vector<std::vector<int64_t>> rows(experts.size());
   std::vector<std::vector<float>> weights(experts.size());
   for (int64_t i = 0; i < tokens * r.top_k; ++i) {
-    int32_t e = r.expert_ids[size_t(i)];
+    int32_t e = r.expert_ids.data<int32_t>()[i];
     MX_CHECK(e >= 0 && size_t(e) < experts.size(), "fused_moe: expert {} of {}", e, experts.size());
     rows[size_t(e)].push_back(i / r.top_k);
-    weights[size_t(e)].push_back(r.weights[size_t(i)]);
+    weights[size_t(e)].push_back(r.weights.data<float>()[i]);
   }
   Tensor out = Tensor::zeros(DType::F32, {tokens, hidden});
   for (size_t e = 0; e < experts.size(); ++e) {

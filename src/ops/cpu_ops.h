@@ -9,6 +9,9 @@ class CpuOps : public Ops {
  public:
   explicit CpuOps(ActivationMode mode) : mode_(mode) {}
 
+  Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, std::move(shape)); }
+  Tensor to_host(const Tensor& t) override { return t; }
+
   Tensor embedding(const Tensor& table, const std::vector<int32_t>& ids) override;
   Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) override;
   Tensor add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps) override;

@@ -32,11 +32,13 @@ struct RoutingParams {
   float routed_scaling_factor = 1.0f;
 };
 
-// Per token: the chosen experts and their combine weights.
+// Per token: the chosen experts and their combine weights, resident where the
+// backend computes (host for the CPU backend, GPU memory for CUDA), so routing
+// never forces a device-to-host copy.
 struct MoeRouting {
   int64_t top_k = 0;
-  std::vector<int32_t> expert_ids;  // [tokens * top_k]
-  std::vector<float> weights;       // [tokens * top_k]
+  Tensor expert_ids;  // I32 [tokens, top_k]
+  Tensor weights;     // F32 [tokens, top_k], routed_scaling_factor applied
 };
 
 struct ExpertWeights {
@@ -73,6 +75,22 @@ struct AttentionMeta {
 class Ops {
  public:
   virtual ~Ops() = default;
+
+  // ---- memory and step lifetime ----
+  // An uninitialized-or-zero tensor resident on this backend's device (CPU:
+  // zero-filled host memory).
+  virtual Tensor empty(DType dtype, Shape shape) = 0;
+  // The same values in host memory (CPU backend: the tensor itself). Waits for
+  // the work that produces t.
+  virtual Tensor to_host(const Tensor& t) = 0;
+  // A step starts: per-step state of the previous step (uploaded metadata) is
+  // dropped. prepare() announces host metadata the step's ops will be called
+  // with many times (every layer), so a device backend can copy it once and
+  // recognize it by address until the next begin_step(). Both are hints: an op
+  // called with metadata that was never prepared must still be correct.
+  virtual void begin_step() {}
+  virtual void prepare(const std::vector<int32_t>& positions) { (void)positions; }
+  virtual void prepare(const AttentionMeta& meta) { (void)meta; }
 
   // ---- elementwise and norms ----
   // table: [vocab, hidden] (BF16/F32) -> F32 [ids, hidden].
@@ -111,6 +129,7 @@ class Ops {
   virtual Tensor head_matmul(const Tensor& x, const Tensor& w, bool transpose_w) = 0;
 
   // ---- MoE ----
+  // Both routers return tensors on this backend's device.
   virtual MoeRouting route_noaux_tc(const Tensor& router_logits, const Tensor& correction_bias,
                                     const RoutingParams& p) = 0;
   virtual MoeRouting route_softmax(const Tensor& router_logits, const RoutingParams& p) = 0;

@@ -187,12 +187,12 @@ TEST(CpuOps, NoauxTcRoutingWithGroupsAndBias) {
   auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
   // Biased group scores (top-2 sums): g0 = s(2)+s(-4), g1 = s(.5)+s(.4), g2 = s(3)-2+s(-3), g3 = s(0)+s(.1).
   // Kept: g1 and g3; best two biased experts among {2,3,6,7}: 2 and 3 (ungrouped, expert 0 would win).
-  ASSERT_EQ(r.expert_ids.size(), 2u);
-  EXPECT_EQ(r.expert_ids[0], 2);
-  EXPECT_EQ(r.expert_ids[1], 3);
+  ASSERT_EQ(r.expert_ids.numel(), 2);
+  EXPECT_EQ(r.expert_ids.data<int32_t>()[0], 2);
+  EXPECT_EQ(r.expert_ids.data<int32_t>()[1], 3);
   float s2 = sig(0.5f), s3 = sig(0.4f);
-  EXPECT_NEAR(r.weights[0], s2 / (s2 + s3) * 2.5f, 1e-6);
-  EXPECT_NEAR(r.weights[1], s3 / (s2 + s3) * 2.5f, 1e-6);
+  EXPECT_NEAR(r.weights.data<float>()[0], s2 / (s2 + s3) * 2.5f, 1e-6);
+  EXPECT_NEAR(r.weights.data<float>()[1], s3 / (s2 + s3) * 2.5f, 1e-6);
 }
 
 TEST(CpuOps, FusedMoeEqualsWeightedSumOfExperts) {
@@ -203,15 +203,18 @@ TEST(CpuOps, FusedMoeEqualsWeightedSumOfExperts) {
     experts.push_back({mxfp4_weight(inter, hidden, 10 + e), mxfp4_weight(inter, hidden, 20 + e),
                        mxfp4_weight(hidden, inter, 30 + e)});
   Tensor x = Tensor::from_f32(random_vec(tokens * hidden, 11, 0.1f), {tokens, hidden});
-  MoeRouting r{2, {0, 3, 1, 3, 2, 0}, {0.5f, 1.5f, 1.0f, -0.5f, 0.25f, 2.0f}};
+  const std::vector<int32_t> ids = {0, 3, 1, 3, 2, 0};
+  const std::vector<float> weights = {0.5f, 1.5f, 1.0f, -0.5f, 0.25f, 2.0f};
+  MoeRouting r{2, Tensor::empty(DType::I32, {tokens, 2}), Tensor::from_f32(weights, {tokens, 2})};
+  std::copy(ids.begin(), ids.end(), r.expert_ids.data<int32_t>());
   Tensor y = ops->fused_moe(x, experts, r);
   for (int64_t t = 0; t < tokens; ++t) {
     Tensor xt = x.slice_rows(t, t + 1).clone();
     std::vector<double> ref(size_t(hidden), 0.0);
     for (int j = 0; j < 2; ++j) {
-      const ExpertWeights& e = experts[size_t(r.expert_ids[size_t(t * 2 + j)])];
+      const ExpertWeights& e = experts[size_t(ids[size_t(t * 2 + j)])];
       Tensor o = ops->linear(ops->silu_and_mul(ops->linear(xt, e.gate), ops->linear(xt, e.up)), e.down);
-      for (int64_t c = 0; c < hidden; ++c) ref[size_t(c)] += r.weights[size_t(t * 2 + j)] * o.data<float>()[c];
+      for (int64_t c = 0; c < hidden; ++c) ref[size_t(c)] += weights[size_t(t * 2 + j)] * o.data<float>()[c];
     }
     for (int64_t c = 0; c < hidden; ++c) EXPECT_NEAR(y.data<float>()[t * hidden + c], ref[size_t(c)], 1e-4);
   }

@@ -1,0 +1,23 @@
+// Registers the CUDA Ops backend with the model layer when the binary is built
+// with it (-DMXSERVE_CUDA=ON). In a CPU-only build this file is empty and
+// `--device cuda` answers that the build has no CUDA.
+#ifdef MXSERVE_HAVE_CUDA
+#include "cuda/backend/cuda_ops.h"
+#include "ops/backend_registry.h"
+
+namespace {
+
+std::unique_ptr<mx::Ops> make_cuda_backend(const mx::BackendOptions& options) {
+  mx::cuda::CudaOpsOptions cuda;
+  cuda.device = options.device_index;
+  cuda.poison_outputs = options.poison_outputs;
+  return mx::cuda::make_cuda_ops(options.activation_mode, cuda);
+}
+
+const bool registered = [] {
+  mx::register_ops_backend("cuda", &make_cuda_backend);
+  return true;
+}();
+
+}  // namespace
+#endif

@@ -1,0 +1,57 @@
+#include "ops/backend_registry.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace mx {
+namespace {
+
+std::unique_ptr<Ops> make_cpu_backend(const BackendOptions& options) { return make_cpu_ops(options.activation_mode); }
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, OpsFactory> factories{{"cpu", &make_cpu_backend}};
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+void register_ops_backend(const std::string& name, OpsFactory factory) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.factories[name] = factory;
+}
+
+std::vector<std::string> available_ops_backends() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, f] : r.factories) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<Ops> make_ops(const std::string& name, const BackendOptions& options) {
+  OpsFactory factory = nullptr;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.factories.find(name);
+    if (it != r.factories.end()) factory = it->second;
+  }
+  if (!factory) {
+    const std::string hint = name == "cuda" ? " (this binary was built without CUDA: configure with -DMXSERVE_CUDA=ON)" : "";
+    fail_input("unknown device backend '{}'{}; available: {}", name, hint, fmt::join(available_ops_backends(), ", "));
+  }
+  return factory(options);
+}
+
+}  // namespace mx
