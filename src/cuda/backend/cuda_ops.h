@@ -63,6 +63,10 @@ class CudaOps : public Ops {
   Tensor silu_and_mul(const Tensor& gate, const Tensor& up) override;
   Tensor linear(const Tensor& x, const LinearWeight& w) override;
 
+  // Tensors are still host-resident in this slice.
+  Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, std::move(shape)); }
+  Tensor to_host(const Tensor& t) override { return t; }
+
   // ---- forwarded to the CPU reference (no CUDA kernel yet) ----
   void add_inplace(Tensor& x, const Tensor& delta) override { cpu_->add_inplace(x, delta); }
   void axpy_inplace(Tensor& x, const Tensor& delta, float scale) override { cpu_->axpy_inplace(x, delta, scale); }
