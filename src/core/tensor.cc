@@ -69,6 +69,7 @@ Tensor Tensor::clone() const {
 }
 
 float Tensor::get_f32(int64_t i) const {
+  MX_CHECK(device() == Device::CPU, "get_f32 of a device tensor {}", describe());
   const uint8_t* p = raw();
   switch (dtype_) {
     case DType::F32: return reinterpret_cast<const float*>(p)[i];
@@ -86,6 +87,7 @@ float Tensor::get_f32(int64_t i) const {
 }
 
 void Tensor::set_f32(int64_t i, float v) {
+  MX_CHECK(device() == Device::CPU, "set_f32 of a device tensor {}", describe());
   uint8_t* p = raw();
   switch (dtype_) {
     case DType::F32: reinterpret_cast<float*>(p)[i] = v; return;
@@ -98,6 +100,7 @@ void Tensor::set_f32(int64_t i, float v) {
 }
 
 std::vector<float> Tensor::to_f32_vector() const {
+  MX_CHECK(device() == Device::CPU, "to_f32_vector of a device tensor {}", describe());
   std::vector<float> out(static_cast<size_t>(numel()));
   if (dtype_ == DType::F32) {
     std::memcpy(out.data(), raw(), nbytes());
