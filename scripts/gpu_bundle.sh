@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Packs binaries built here (CUDA build, sm_90a) with the shared libraries the
+# GPU machine lacks (it has CUDA's driver but no Debian packages) into one
+# compressed file that travels with the device tool's `carry`:
+#   scripts/gpu_bundle.sh OUT.tar.xz build-cuda/mxserve build-cuda/src/cuda/ops_parity ...
+# On the GPU machine: `source scripts/gpu_unbundle.sh OUT.tar.xz` unpacks it into
+# /tmp/mxbundle and puts bin/ on PATH and lib/ on LD_LIBRARY_PATH.
+set -euo pipefail
+out=$1; shift
+[[ $# -gt 0 ]] || { echo "usage: $0 OUT.tar.xz BINARY..." >&2; exit 2; }
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for bin in "$@"; do
+  cp "$bin" "$stage/bin/"
+  # Every non-system library the binary resolves here (libc, libstdc++, libm,
+  # libgcc and the dynamic loader are on the GPU machine, newer).
+  ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
+      libcuda.so*|libnvidia*) ;;  # the driver's, never ours
+      *) cp -Ln "$lib" "$stage/lib/" ;;
+    esac
+  done
+done
+mkdir -p "$(dirname "$out")"
+tar -C "$stage" -cf - . | xz -T0 -6 > "$out"
+echo "bundle $out: $(du -h "$out" | cut -f1) ($(ls "$stage/bin" | tr '\n' ' '))"
