@@ -72,6 +72,7 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   StepContext step;
   step.positions = batch.positions;
   step.attention.block_size = block_size_;
+  step.decode.block_size = block_size_;
   int64_t row = 0;
   for (const SequenceSlice& s : batch.seqs) {
     if (s.num_new_tokens < 0 || s.num_cached_tokens < 0) fail_input("forward: negative token counts in a sequence");
@@ -82,6 +83,10 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
     for (int64_t i = s.num_cached_tokens; i < ctx; ++i)
       step.attention.slots.push_back(int64_t(s.block_table[size_t(i / block_size_)]) * block_size_ + i % block_size_);
     step.attention.seqs.push_back({row, s.num_new_tokens, s.num_cached_tokens, s.block_table});
+    if (s.num_new_tokens == 1) {
+      step.decode.seqs.push_back({int64_t(step.decode_rows.size()), 1, s.num_cached_tokens, s.block_table});
+      step.decode_rows.push_back(row);
+    }
     row += s.num_new_tokens;
   }
   if (row != tokens) fail_input("forward: sequences cover {} tokens but the batch has {}", row, tokens);
@@ -95,6 +100,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch) {
   ops.begin_step();
   ops.prepare(step.positions);
   ops.prepare(step.attention);
+  if (!step.decode.seqs.empty()) ops.prepare(step.decode);
   const float eps = float(config_.rms_norm_eps);
   Tensor x = ops.embedding(embed_, batch.token_ids);
   Tensor h = ops.rms_norm(x, layers_.front().input_norm, eps);

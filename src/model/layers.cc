@@ -157,21 +157,14 @@ Tensor MlaAttention::forward(Ops& ops, const Tensor& h, const StepContext& step)
   // Decode tokens (one new token) take the absorbed form together; prefill
   // chunks take the expanded form one sequence at a time.
   Tensor out = ops.empty(DType::F32, {tokens, heads_ * v_dim_});
-  AttentionMeta decode{step.attention.block_size, {}, {}};
-  std::vector<int64_t> decode_rows;
   for (const AttentionSeq& s : step.attention.seqs) {
-    if (s.num_new == 1) {
-      AttentionSeq d = s;
-      d.q_begin = int64_t(decode_rows.size());
-      decode.seqs.push_back(std::move(d));
-      decode_rows.push_back(s.q_begin);
-    } else if (s.num_new > 1) {
-      std::vector<int64_t> rows(size_t(s.num_new));
-      for (int64_t i = 0; i < s.num_new; ++i) rows[size_t(i)] = s.q_begin + i;
-      ops.scatter_rows(out, rows, expanded(ops, q, s));
-    }
+    if (s.num_new <= 1) continue;
+    std::vector<int64_t> rows(size_t(s.num_new));
+    for (int64_t i = 0; i < s.num_new; ++i) rows[size_t(i)] = s.q_begin + i;
+    ops.scatter_rows(out, rows, expanded(ops, q, s));
   }
-  if (!decode_rows.empty()) ops.scatter_rows(out, decode_rows, absorbed(ops, ops.gather_rows(q, decode_rows), decode));
+  if (!step.decode_rows.empty())
+    ops.scatter_rows(out, step.decode_rows, absorbed(ops, ops.gather_rows(q, step.decode_rows), step.decode));
   return ops.linear(out, o_);
 }
 

@@ -18,6 +18,11 @@ namespace mx {
 struct StepContext {
   std::vector<int32_t> positions;
   AttentionMeta attention;
+  // The decode tokens (sequences with one new token) as their own batch, for
+  // attention kernels that treat decode apart (MLA's absorbed form): their
+  // rows in the step and the metadata with q_begin renumbered from 0.
+  std::vector<int64_t> decode_rows;
+  AttentionMeta decode;
 };
 
 DType kv_storage_dtype(KvCacheDtype dtype);  // Auto -> BF16
