@@ -19,6 +19,7 @@ for bin in "$@"; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
       libcuda.so*|libnvidia*) ;;  # the driver's, never ours
+      libnccl.so*|libcublas*.so*) ;;  # hundreds of MB; the GPU machine's PyTorch ships them (gpu_unbundle.sh)
       *) cp -Ln "$lib" "$stage/lib/" ;;
     esac
   done
