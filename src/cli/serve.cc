@@ -24,7 +24,7 @@ namespace {
 struct ServeOptions {
   std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
   int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64, http_read_timeout_s = 60;
-  bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false;
+  bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false, allow_long_max_model_len = false;
   int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 16, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
   double kv_cache_memory_gib = 1.0;
@@ -51,8 +51,13 @@ int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dty
 int64_t max_model_len(const ServeOptions& o, const ModelConfig& config, int64_t kv_tokens) {
   const int64_t model_len = config.max_position_embeddings > 0 ? config.max_position_embeddings : kv_tokens;
   if (o.max_model_len > 0) {
+    if (o.max_model_len > model_len && !o.allow_long_max_model_len)
+      fail_input("--max-model-len {} exceeds the model's context of {} tokens (--allow-long-max-model-len "
+                 "serves it anyway, with positions the model was not trained on)", o.max_model_len, model_len);
     if (o.max_model_len > model_len)
-      fail_input("--max-model-len {} exceeds the model's context of {} tokens", o.max_model_len, model_len);
+      log::warn("--max-model-len {} exceeds the model's context of {} tokens: positions past it were never "
+                "trained and outputs there may be garbage (allowed by --allow-long-max-model-len)",
+                o.max_model_len, model_len);
     return o.max_model_len;
   }
   if (kv_tokens < model_len) {
@@ -192,6 +197,9 @@ Register reg([](CLI::App& app) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--max-model-len", o->max_model_len, "prompt + output tokens per sequence (default: the model's context, "
                   "capped by the KV cache)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-long-max-model-len", o->allow_long_max_model_len,
+                "accept a --max-model-len past the model's trained context (vLLM: VLLM_ALLOW_LONG_MAX_MODEL_LEN); "
+                "outputs past it may be garbage");
   cmd->add_option("--block-size", o->block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   cmd->add_option("--num-kv-blocks", o->num_kv_blocks, "KV blocks to allocate (overrides --kv-cache-memory-gib)")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-memory-gib", o->kv_cache_memory_gib, "memory for the KV cache in GiB")->check(CLI::PositiveNumber)->capture_default_str();

@@ -83,3 +83,13 @@ def test_perplexity_of_the_default_model(tmp_path):
     assert res["tokens_scored"] == 47
     # A model that works predicts English far better than chance (vocabulary 49152).
     assert 1.0 < res["perplexity"] < 200.0, res
+
+
+@needs_model
+def test_max_model_len_past_the_context_needs_the_explicit_flag():
+    # The seed's benchmark asks 10,240 + 512 tokens; SmolLM2 was trained on 8,192.
+    r = subprocess.run([BINARY, "serve", "--port", "0", "--max-model-len", "11000"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    assert "--max-model-len 11000 exceeds the model's context of 8192 tokens" in r.stderr
+    assert "--allow-long-max-model-len" in r.stderr
