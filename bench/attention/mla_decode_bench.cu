@@ -1,0 +1,421 @@
+// MLA absorbed-form decode attention: correctness check and benchmark of
+// src/cuda/attention/mla_decode.h (docs/mla-decode.md). Run by
+// bench/attention/mla_decode_check.sh on an H100/H200.
+//
+// 1. Correctness: fresh random q and cache (BF16, FP8 E4M3 with per-token
+//    scales), scrambled block tables padded with a poison block, ragged context
+//    lengths, NaN-poisoned output; compared with a CPU float64 reference of the
+//    same dequantized values by ||out - ref|| / ||ref|| (threshold 1e-2: q and P
+//    are BF16 on the tensor cores), over several head counts, block sizes and
+//    forced split counts.
+// 2. Timing: device-to-device copy bandwidth (read + write), then batch x context
+//    x dtype x heads, each as the median of CUDA-graph replays over rotating
+//    block sets (so the 60 MB L2 does not serve the KV); table printed last.
+//
+// Usage: mla_decode_bench [--quick] [--check-only]
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/attention/mla_decode.h"
+
+using mx::cuda::MlaDecodeArgs;
+using mx::cuda::MlaDecodeShape;
+using mx::cuda::MlaKvDtype;
+constexpr int kD = mx::cuda::kMlaHeadDim;
+constexpr int kV = mx::cuda::kMlaValueDim;
+
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+namespace {
+
+int g_sms = 0;
+
+template <typename T>
+T* dev_alloc(size_t n) {
+  T* p = nullptr;
+  CK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+  return p;
+}
+template <typename T>
+T* dev_upload(const std::vector<T>& v) {
+  T* p = dev_alloc<T>(v.size());
+  CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// ---------------------------------------------------------------- correctness
+
+struct CheckCase {
+  int heads, batch, block_size, max_ctx, splits;
+  MlaKvDtype dtype;
+};
+
+// Builds a random cache with `blocks` blocks; `deq` receives the values the
+// kernel must see (BF16-rounded or fp8 * scale). Block 0 is a poison block of
+// huge values that only padding table entries point to.
+struct HostCache {
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> fp8;
+  std::vector<float> scale;
+  std::vector<float> deq;
+};
+
+HostCache make_cache(std::mt19937& rng, int blocks, int bs, MlaKvDtype dtype) {
+  HostCache c;
+  const size_t rows = size_t(blocks) * bs;
+  c.deq.resize(rows * kD);
+  if (dtype == MlaKvDtype::kBF16) c.bf16.resize(rows * kD);
+  else c.fp8.resize(rows * kD), c.scale.resize(rows);
+  std::uniform_real_distribution<float> u(-1.f, 1.f), amp(0.2f, 3.f);
+  std::vector<float> x(kD);
+  for (size_t r = 0; r < rows; ++r) {
+    const bool poison = r < size_t(bs);
+    const float a = poison ? 1e4f : amp(rng);
+    float amax = 0.f;
+    for (int i = 0; i < kD; ++i) x[i] = poison ? a : a * u(rng), amax = std::max(amax, std::fabs(x[i]));
+    if (dtype == MlaKvDtype::kBF16) {
+      for (int i = 0; i < kD; ++i) {
+        __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
+        std::memcpy(&c.bf16[r * kD + i], &h, 2);
+        c.deq[r * kD + i] = __bfloat162float(h);
+      }
+    } else {
+      const float s = amax > 0.f ? amax / 448.f : 1.f;
+      c.scale[r] = s;
+      for (int i = 0; i < kD; ++i) {
+        __nv_fp8_e4m3 f(x[i] / s);
+        c.fp8[r * kD + i] = f.__x;
+        c.deq[r * kD + i] = float(f) * s;
+      }
+    }
+  }
+  return c;
+}
+
+bool run_check(std::mt19937& rng, const CheckCase& cc) {
+  const int max_blocks = (cc.max_ctx + cc.block_size - 1) / cc.block_size;
+  std::uniform_int_distribution<int> len_dist(1, cc.max_ctx);
+  std::vector<int32_t> ctx(cc.batch);
+  for (int b = 0; b < cc.batch; ++b) ctx[b] = b == 0 ? cc.max_ctx : len_dist(rng);
+  int used = 0;
+  for (int b = 0; b < cc.batch; ++b) used += (ctx[b] + cc.block_size - 1) / cc.block_size;
+  const int blocks = used + 1 + 3;  // poison block 0, a few never referenced
+  HostCache cache = make_cache(rng, blocks, cc.block_size, cc.dtype);
+  std::vector<int32_t> perm(blocks - 1);
+  std::iota(perm.begin(), perm.end(), 1);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> table(size_t(cc.batch) * max_blocks, 0);  // padding -> poison block 0
+  int next = 0;
+  for (int b = 0; b < cc.batch; ++b)
+    for (int i = 0; i < (ctx[b] + cc.block_size - 1) / cc.block_size; ++i) table[size_t(b) * max_blocks + i] = perm[next++];
+  std::vector<float> q(size_t(cc.batch) * cc.heads * kD);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  for (auto& v : q) v = n01(rng);
+  const float scale = 1.f / std::sqrt(192.f);
+
+  MlaDecodeShape shape{cc.batch, cc.heads, max_blocks, cc.block_size, cc.dtype};
+  const int splits = cc.splits > 0 ? cc.splits : mx::cuda::mla_decode_default_splits(shape, g_sms);
+  float* d_q = dev_upload(q);
+  void* d_k = cc.dtype == MlaKvDtype::kBF16 ? static_cast<void*>(dev_upload(cache.bf16)) : static_cast<void*>(dev_upload(cache.fp8));
+  float* d_s = cc.dtype == MlaKvDtype::kFP8E4M3 ? dev_upload(cache.scale) : nullptr;
+  int32_t* d_t = dev_upload(table);
+  int32_t* d_c = dev_upload(ctx);
+  const size_t out_n = size_t(cc.batch) * cc.heads * kV;
+  float* d_o = dev_alloc<float>(out_n);
+  CK(cudaMemset(d_o, 0xff, out_n * sizeof(float)));  // NaN poison
+  const size_t ws_bytes = mx::cuda::mla_decode_workspace_bytes(shape, splits, g_sms);
+  void* d_ws = ws_bytes ? dev_alloc<uint8_t>(ws_bytes) : nullptr;
+  if (ws_bytes) CK(cudaMemset(d_ws, 0xff, ws_bytes));
+  MlaDecodeArgs a;
+  a.shape = shape, a.q = d_q, a.k_cache = d_k, a.k_scale = d_s, a.block_tables = d_t, a.context_lens = d_c;
+  a.softmax_scale = scale, a.out = d_o, a.workspace = d_ws, a.num_splits = splits;
+  CK(mx::cuda::mla_decode(a, g_sms, nullptr));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> out(out_n);
+  CK(cudaMemcpy(out.data(), d_o, out_n * sizeof(float), cudaMemcpyDeviceToHost));
+
+  double err2 = 0, ref2 = 0;
+  size_t bad = 0;
+  std::vector<double> sc, acc(kV);
+  for (int b = 0; b < cc.batch; ++b)
+    for (int h = 0; h < cc.heads; ++h) {
+      const float* qv = &q[(size_t(b) * cc.heads + h) * kD];
+      sc.assign(ctx[b], 0.0);
+      double mx = -1e300;
+      for (int t = 0; t < ctx[b]; ++t) {
+        const int blk = table[size_t(b) * max_blocks + t / cc.block_size];
+        const float* kr = &cache.deq[(size_t(blk) * cc.block_size + t % cc.block_size) * kD];
+        double d = 0;
+        for (int i = 0; i < kD; ++i) d += double(qv[i]) * kr[i];
+        sc[t] = d * scale;
+        mx = std::max(mx, sc[t]);
+      }
+      double sum = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int t = 0; t < ctx[b]; ++t) {
+        const double p = std::exp(sc[t] - mx);
+        sum += p;
+        const int blk = table[size_t(b) * max_blocks + t / cc.block_size];
+        const float* kr = &cache.deq[(size_t(blk) * cc.block_size + t % cc.block_size) * kD];
+        for (int i = 0; i < kV; ++i) acc[i] += p * kr[i];
+      }
+      const float* ov = &out[(size_t(b) * cc.heads + h) * kV];
+      for (int i = 0; i < kV; ++i) {
+        const double r = acc[i] / sum;
+        if (!std::isfinite(ov[i])) ++bad;
+        err2 += (ov[i] - r) * (ov[i] - r);
+        ref2 += r * r;
+      }
+    }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  const bool ok = bad == 0 && rel < 1e-2;
+  std::printf("check %-4s heads %3d batch %2d block %2d max_ctx %5d splits %3d: rel_err %.2e non_finite %zu %s\n",
+              cc.dtype == MlaKvDtype::kBF16 ? "bf16" : "fp8", cc.heads, cc.batch, cc.block_size, cc.max_ctx, splits, rel,
+              bad, ok ? "ok" : "FAIL");
+  for (void* p : {static_cast<void*>(d_q), d_k, static_cast<void*>(d_s), static_cast<void*>(d_t), static_cast<void*>(d_c),
+                  static_cast<void*>(d_o), d_ws})
+    if (p) CK(cudaFree(p));
+  return ok;
+}
+
+// ---------------------------------------------------------------- timing
+
+// Non-zero pseudo-random cache contents (no FP8 NaN codes), filled on the GPU.
+__global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    const float v = (float(h & 0xffff) / 65535.f - 0.5f) * 4.f;
+    __nv_bfloat16 b = __float2bfloat16_rn(v);
+    p[i] = *reinterpret_cast<uint16_t*>(&b);
+  }
+}
+__global__ void fill_fp8(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    uint8_t v = uint8_t(h);
+    if ((v & 0x7f) == 0x7f) v &= 0xfe;  // 0x7f/0xff are NaN in E4M3
+    p[i] = v;
+  }
+}
+__global__ void fill_f32(float* p, size_t n, uint32_t seed, float lo, float hi) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = lo + (hi - lo) * float(h & 0xffffff) / 16777215.f;
+  }
+}
+
+struct Pool {
+  uint16_t* bf16 = nullptr;
+  uint8_t* fp8 = nullptr;
+  float* scale = nullptr;
+  size_t tokens = 0;
+};
+
+double measure_copy_gbs() {
+  const size_t bytes = size_t(2) << 30;
+  uint8_t* a = dev_alloc<uint8_t>(bytes);
+  uint8_t* b = dev_alloc<uint8_t>(bytes);
+  CK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 8; ++i) {
+    CK(cudaEventRecord(e0));
+    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (i > 0) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+struct Result {
+  int heads, batch, ctx, block_size, splits;
+  MlaKvDtype dtype;
+  double us, gbs, frac_copy, tflops, floor_us;
+};
+
+Result time_case(const Pool& pool, double copy_gbs, int heads, int batch, int ctx, MlaKvDtype dtype, int bs) {
+  const bool fp8 = dtype == MlaKvDtype::kFP8E4M3;
+  const int max_blocks = (ctx + bs - 1) / bs;
+  const size_t need_blocks = size_t(batch) * max_blocks;
+  const size_t pool_blocks = pool.tokens / bs;
+  const double kv_row = fp8 ? kD + 4.0 : 2.0 * kD;
+  const double kv_bytes = double(batch) * ctx * kv_row;
+  // Enough disjoint block sets to rotate over >= 512 MB (the L2 is 60 MB).
+  const int sets = int(std::clamp<double>(std::ceil(512e6 / kv_bytes), 1.0, std::min<double>(16.0, double(pool_blocks / need_blocks))));
+  std::mt19937 rng(uint32_t(heads * 7919 + batch * 131 + ctx + bs));
+  std::vector<int32_t> perm(pool_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> tables(sets * need_blocks);
+  for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
+  int32_t* d_tables = dev_upload(tables);
+  int32_t* d_ctx = dev_upload(std::vector<int32_t>(batch, ctx));
+  const size_t q_n = size_t(batch) * heads * kD;
+  float* d_q = dev_alloc<float>(q_n * sets);
+  fill_f32<<<1024, 256>>>(d_q, q_n * sets, 77u + heads, -2.f, 2.f);
+  CK(cudaGetLastError());
+  float* d_o = dev_alloc<float>(size_t(batch) * heads * kV);
+  MlaDecodeShape shape{batch, heads, max_blocks, bs, dtype};
+  const int splits = mx::cuda::mla_decode_default_splits(shape, g_sms);
+  const size_t ws_bytes = mx::cuda::mla_decode_workspace_bytes(shape, splits, g_sms);
+  void* d_ws = ws_bytes ? dev_alloc<uint8_t>(ws_bytes) : nullptr;
+  auto args_for = [&](int set) {
+    MlaDecodeArgs a;
+    a.shape = shape;
+    a.q = d_q + q_n * set;
+    a.k_cache = fp8 ? static_cast<const void*>(pool.fp8) : static_cast<const void*>(pool.bf16);
+    a.k_scale = fp8 ? pool.scale : nullptr;
+    a.block_tables = d_tables + need_blocks * set;
+    a.context_lens = d_ctx;
+    a.softmax_scale = 1.f / std::sqrt(192.f);
+    a.out = d_o, a.workspace = d_ws, a.num_splits = splits;
+    return a;
+  };
+  cudaStream_t stream;
+  CK(cudaStreamCreate(&stream));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  // Estimate one launch, then size a graph to ~4 ms of work.
+  for (int i = 0; i < 2; ++i) CK(mx::cuda::mla_decode(args_for(i % sets), g_sms, stream));
+  CK(cudaEventRecord(e0, stream));
+  CK(mx::cuda::mla_decode(args_for(0), g_sms, stream));
+  CK(cudaEventRecord(e1, stream));
+  CK(cudaEventSynchronize(e1));
+  float est_ms;
+  CK(cudaEventElapsedTime(&est_ms, e0, e1));
+  const int iters = std::clamp(int(4.0 / std::max(est_ms, 1e-3f)), 4, 400);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < iters; ++i) CK(mx::cuda::mla_decode(args_for(i % sets), g_sms, stream));
+  CK(cudaStreamEndCapture(stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphLaunch(exec, stream));
+  std::vector<float> ms;
+  for (int r = 0; r < 5; ++r) {
+    CK(cudaEventRecord(e0, stream));
+    CK(cudaGraphLaunch(exec, stream));
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t / iters);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double us = ms[ms.size() / 2] * 1e3;
+  const double flops = double(batch) * ctx * heads * 2.0 * (kD + kV);
+  Result r{heads, batch, ctx, bs, splits, dtype, us, 0, 0, 0, 0};
+  r.gbs = kv_bytes / (us * 1e-6) / 1e9;
+  r.frac_copy = r.gbs / copy_gbs;
+  r.tflops = flops / (us * 1e-6) / 1e12;
+  r.floor_us = std::max(kv_bytes / (copy_gbs * 1e9), flops / 660e12) * 1e6;
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaStreamDestroy(stream));
+  for (void* p : {static_cast<void*>(d_tables), static_cast<void*>(d_ctx), static_cast<void*>(d_q), static_cast<void*>(d_o), d_ws})
+    if (p) CK(cudaFree(p));
+  return r;
+}
+
+void print_row(const Result& r) {
+  std::printf("| %3d | %4s | %3d | %6d | %2d | %4d | %9.1f | %7.0f | %5.1f%% | %6.1f | %9.1f | %5.1f%% |\n", r.heads,
+              r.dtype == MlaKvDtype::kBF16 ? "bf16" : "fp8", r.batch, r.ctx, r.block_size, r.splits, r.us, r.gbs,
+              100 * r.frac_copy, r.tflops, r.floor_us, 100 * r.floor_us / r.us);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, check_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--check-only")) check_only = true;
+    else return std::fprintf(stderr, "usage: %s [--quick] [--check-only]\n", argv[0]), 2;
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, g_sms, prop.l2CacheSize >> 20);
+
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<CheckCase> cases = {
+      {8, 4, 64, 700, 0, MlaKvDtype::kBF16},     {8, 4, 64, 700, 0, MlaKvDtype::kFP8E4M3},
+      {8, 3, 16, 1000, 0, MlaKvDtype::kFP8E4M3}, {8, 3, 16, 1000, 1, MlaKvDtype::kBF16},
+      {16, 3, 64, 1500, 0, MlaKvDtype::kFP8E4M3}, {16, 3, 16, 1500, 5, MlaKvDtype::kBF16},
+      {32, 2, 64, 900, 0, MlaKvDtype::kBF16},    {32, 2, 16, 900, 3, MlaKvDtype::kFP8E4M3},
+      {64, 3, 64, 1100, 0, MlaKvDtype::kBF16},   {64, 3, 64, 1100, 0, MlaKvDtype::kFP8E4M3},
+      {64, 2, 16, 800, 1, MlaKvDtype::kFP8E4M3}, {64, 2, 48, 600, 7, MlaKvDtype::kBF16},
+      {128, 2, 64, 500, 0, MlaKvDtype::kFP8E4M3}, {128, 2, 16, 300, 2, MlaKvDtype::kBF16},
+      {24, 2, 64, 333, 0, MlaKvDtype::kFP8E4M3}, {1, 2, 32, 65, 0, MlaKvDtype::kBF16},
+      {8, 5, 64, 1, 0, MlaKvDtype::kFP8E4M3},    {16, 2, 64, 64, 40, MlaKvDtype::kFP8E4M3},
+  };
+  int failed = 0;
+  for (const auto& c : cases) failed += run_check(rng, c) ? 0 : 1;
+  std::printf("correctness: %zu cases, %d failed\n", cases.size(), failed);
+  if (check_only) return failed ? 1 : 0;
+
+  const double copy_gbs = measure_copy_gbs();
+  std::printf("copy bandwidth (D2D, read + write): %.0f GB/s\n", copy_gbs);
+  Pool pool;
+  pool.tokens = size_t(128) * 32768;
+  pool.bf16 = dev_alloc<uint16_t>(pool.tokens * kD);
+  pool.fp8 = dev_alloc<uint8_t>(pool.tokens * kD);
+  pool.scale = dev_alloc<float>(pool.tokens);
+  fill_bf16<<<4096, 256>>>(pool.bf16, pool.tokens * kD, 1u);
+  fill_fp8<<<4096, 256>>>(pool.fp8, pool.tokens * kD, 2u);
+  fill_f32<<<1024, 256>>>(pool.scale, pool.tokens, 3u, 0.002f, 0.02f);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  std::vector<Result> results;
+  const std::vector<int> batches = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64, 128};
+  const std::vector<int> ctxs = quick ? std::vector<int>{8192} : std::vector<int>{1024, 4096, 8192, 16384, 32768};
+  for (int heads : {8, 64})
+    for (MlaKvDtype dt : {MlaKvDtype::kFP8E4M3, MlaKvDtype::kBF16})
+      for (int b : batches)
+        for (int c : ctxs) results.push_back(time_case(pool, copy_gbs, heads, b, c, dt, 64));
+  for (int heads : {16, 32, 128})
+    for (MlaKvDtype dt : {MlaKvDtype::kFP8E4M3, MlaKvDtype::kBF16})
+      results.push_back(time_case(pool, copy_gbs, heads, 64, 8192, dt, 64));
+  for (int heads : {8, 16, 64}) results.push_back(time_case(pool, copy_gbs, heads, 64, 8192, MlaKvDtype::kFP8E4M3, 16));
+
+  std::printf("\nMLA decode, %s, copy bandwidth %.0f GB/s; floor = max(KV bytes / copy bw, FLOPs / 660 TFLOP/s)\n",
+              prop.name, copy_gbs);
+  std::printf("| heads | kv | batch | ctx | block | splits | us | KV GB/s | of copy | TFLOP/s | floor us | floor/time |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const auto& r : results) print_row(r);
+  std::printf("correctness: %zu cases, %d failed\n", cases.size(), failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,510 @@
+// MLA absorbed-form decode attention (mla_decode.h, docs/mla-decode.md).
+//
+// One CTA = one sequence x one group of HB = 16*MT heads x one KV split; 8 warps.
+// The split's KV is streamed in 64-token tiles through a cp.async pipeline
+// (rows gathered through the block table, so any block size works). FP8 tiles
+// are decoded once per tile into a BF16 tile in shared memory (exactly: E4M3
+// values are BF16 values) and the per-token scale is folded into the scores and
+// the probabilities instead of the 576 values; every head of the CTA then reads
+// that one tile. Tensor cores: mma.sync m16n8k16 BF16 -> F32.
+//   scores:  warp (mt, ng) computes heads [16mt, 16mt+16) x tokens [TW*ng, +TW)
+//   softmax: online, in the log2 domain (q pre-scaled by scale*log2 e); the tile
+//            maximum of each head is shared through shared memory so every warp
+//            of a head tile uses the same running maximum
+//   values:  warp (mt, ng) accumulates heads [16mt, +16) x dims [DW*ng, +DW)
+// Shared tiles are stored with a 16-byte-chunk XOR swizzle (chunk ^ row%8 inside
+// each 128-byte group) so every ldmatrix phase hits eight different bank groups.
+// Splits write normalized partials and their log2-sum-exp; a combine kernel
+// merges them.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/error.h"
+#include "cuda/attention/mla_decode.h"
+
+namespace mx::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = 8;
+constexpr int kTile = 64;                          // tokens per pipeline tile
+constexpr int kRowBf16 = kMlaHeadDim * 2;          // 1152 bytes, 72 chunks of 16
+constexpr int kRowFp8 = kMlaHeadDim;               // 576 bytes, 36 chunks
+constexpr int kTileBf16Bytes = kTile * kRowBf16;   // 73,728
+constexpr int kTileFp8Bytes = kTile * kRowFp8;     // 36,864
+constexpr int kMaxSmem = 232448;                   // sm_90 opt-in limit per block
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int MT, bool FP8>
+struct Cfg {
+  static constexpr int HB = 16 * MT;            // heads per CTA
+  static constexpr int NW = kWarps / MT;        // warps sharing one 16-head tile
+  static constexpr int TW = kTile / NW;         // tokens per warp in the scores
+  static constexpr int NT = TW / 8;             // score n-tiles per warp (= MT)
+  static constexpr int DW = kMlaValueDim / NW;  // value dims per warp
+  static constexpr int NNT = DW / 8;            // output n-tiles per warp
+  static constexpr int ACC = 4 / NT > 0 ? 4 / NT : 1;  // independent score accumulators
+  static constexpr int NST = FP8 ? (MT == 4 ? 2 : 3) : 2;  // pipeline stages
+  static constexpr int kStageBytes = FP8 ? kTileFp8Bytes : kTileBf16Bytes;
+  static constexpr int kQ = 0;
+  static constexpr int kTileOff = kQ + HB * kRowBf16;                 // FP8: decoded tile
+  static constexpr int kStage = kTileOff + (FP8 ? kTileBf16Bytes : 0);
+  static constexpr int kScale = kStage + NST * kStageBytes;           // FP8: F32 [NST][64]
+  static constexpr int kP = kScale + (FP8 ? NST * kTile * 4 : 0);     // BF16 [HB][64]
+  static constexpr int kRed = kP + HB * kTile * 2;                    // F32 [NW][HB]
+  static constexpr int kBytes = kRed + NW * HB * 4;
+  static_assert(kBytes <= kMaxSmem, "shared memory over the sm_90 limit");
+};
+
+struct Params {
+  const float* q;
+  const uint8_t* kv;
+  const float* k_scale;
+  const int32_t* block_tables;
+  const int32_t* context_lens;
+  float* out;
+  float* ws_o;    // [splits, batch, heads, 512] (splits > 1)
+  float* ws_lse;  // [splits, batch, heads]
+  int batch, heads, max_blocks, block_size, num_splits;
+  float q_scale;  // softmax scale * log2(e)
+};
+
+// ---- small device helpers -------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile whose
+// rows are `row_bytes` long (a multiple of 128).
+__device__ __forceinline__ int swz(int row, int chunk, int row_bytes) {
+  return row * row_bytes + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Two E4M3 bytes (low byte first) -> two BF16 in one word, exactly.
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3);
+  float2 f = __half22float2(*reinterpret_cast<__half2*>(&h));
+  return pack_bf16x2(f.x, f.y);
+}
+
+// ---- the tile pipeline ----------------------------------------------------
+
+// Issues the copies of KV tile `tile` (64 tokens from `ctx`) into stage `st`.
+// Thread (row = tid/4, sub = tid%4) copies every fourth 16-byte chunk of one
+// token row, so the block-table lookup happens once per row.
+template <int MT, bool FP8>
+__device__ __forceinline__ void load_tile(const Params& p, const int32_t* table, int ctx, int tile, uint8_t* smem,
+                                          int st) {
+  using C = Cfg<MT, FP8>;
+  const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  const int token = tile * kTile + row;
+  const bool valid = token < ctx;
+  size_t slot = 0;
+  if (valid) slot = size_t(table[token / p.block_size]) * p.block_size + token % p.block_size;
+  constexpr int kRow = FP8 ? kRowFp8 : kRowBf16;
+  const uint8_t* src = p.kv + slot * kRow;
+  uint8_t* stage = smem + C::kStage + st * C::kStageBytes;
+#pragma unroll
+  for (int j = 0; j < kRow / 16 / 4; ++j) {
+    const int chunk = sub + 4 * j;
+    const uint32_t dst = FP8 ? smem_addr(stage + row * kRowFp8 + chunk * 16)
+                             : smem_addr(stage + swz(row, chunk, kRowBf16));
+    cp_async16(dst, valid ? src + chunk * 16 : p.kv, valid);
+  }
+  if constexpr (FP8) {
+    if (sub == 0) {
+      float* scale = reinterpret_cast<float*>(smem + C::kScale) + st * kTile + row;
+      cp_async4(smem_addr(scale), valid ? p.k_scale + slot : p.k_scale, valid);
+    }
+  }
+}
+
+// FP8 stage -> swizzled BF16 tile (unscaled; the scale is applied to scores).
+template <int MT>
+__device__ __forceinline__ void decode_fp8_tile(uint8_t* smem, int st) {
+  using C = Cfg<MT, true>;
+  const uint8_t* stage = smem + C::kStage + st * C::kStageBytes;
+  uint8_t* tile = smem + C::kTileOff;
+#pragma unroll 6
+  for (int i = threadIdx.x; i < kTile * (kRowBf16 / 16); i += kThreads) {
+    const int row = i / (kRowBf16 / 16), chunk = i % (kRowBf16 / 16);
+    const uint2 raw = *reinterpret_cast<const uint2*>(stage + row * kRowFp8 + chunk * 8);
+    uint4 out;
+    out.x = fp8x2_to_bf16x2(raw.x & 0xffff);
+    out.y = fp8x2_to_bf16x2(raw.x >> 16);
+    out.z = fp8x2_to_bf16x2(raw.y & 0xffff);
+    out.w = fp8x2_to_bf16x2(raw.y >> 16);
+    *reinterpret_cast<uint4*>(tile + swz(row, chunk, kRowBf16)) = out;
+  }
+}
+
+// q (F32) -> BF16 * softmax scale * log2 e, swizzled [HB][576]; heads past the
+// last are zero (their scores are computed and never written).
+template <int MT, bool FP8>
+__device__ __forceinline__ void load_q(const Params& p, int b, int head0, uint8_t* smem) {
+  using C = Cfg<MT, FP8>;
+  for (int i = threadIdx.x; i < C::HB * (kRowBf16 / 16); i += kThreads) {
+    const int h = i / (kRowBf16 / 16), chunk = i % (kRowBf16 / 16);
+    uint4 out = make_uint4(0, 0, 0, 0);
+    if (head0 + h < p.heads) {
+      const float4* src = reinterpret_cast<const float4*>(p.q + (size_t(b) * p.heads + head0 + h) * kMlaHeadDim + chunk * 8);
+      const float4 a = src[0], c = src[1];
+      const float s = p.q_scale;
+      out = make_uint4(pack_bf16x2(a.x * s, a.y * s), pack_bf16x2(a.z * s, a.w * s), pack_bf16x2(c.x * s, c.y * s),
+                       pack_bf16x2(c.z * s, c.w * s));
+    }
+    *reinterpret_cast<uint4*>(smem + C::kQ + swz(h, chunk, kRowBf16)) = out;
+  }
+}
+
+template <int MT, bool FP8>
+__global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p) {
+  using C = Cfg<MT, FP8>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int split = blockIdx.x, b = blockIdx.y, head0 = blockIdx.z * C::HB;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, q4 = lane & 3;
+  const int mt = warp % MT, ng = warp / MT;
+  const int ctx = p.context_lens[b];
+  const int tiles = (ctx + kTile - 1) / kTile;
+  const int per_split = (tiles + p.num_splits - 1) / p.num_splits;
+  const int t_begin = min(tiles, split * per_split), t_end = min(tiles, t_begin + per_split);
+  const int32_t* table = p.block_tables + size_t(b) * p.max_blocks;
+
+#pragma unroll
+  for (int s = 0; s < C::NST - 1; ++s) {
+    if (t_begin + s < t_end) load_tile<MT, FP8>(p, table, ctx, t_begin + s, smem, s);
+    cp_async_commit();
+  }
+  load_q<MT, FP8>(p, b, head0, smem);
+  __syncthreads();
+
+  // Lane-dependent ldmatrix coordinates (A operand: 16 rows x 16 k; B: 8 rows x 4 chunks).
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
+  const int q_row = mt * 16 + a_row;
+  uint32_t qf[MT == 1 ? 36 : 1][4];
+  if constexpr (MT == 1) {
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) ldmatrix_x4(qf[ks], smem_addr(smem + C::kQ + swz(q_row, 2 * ks + a_chunk, kRowBf16)));
+  }
+
+  float* red = reinterpret_cast<float*>(smem + C::kRed);
+  uint8_t* pbuf = smem + C::kP;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float o[C::NNT][4];
+#pragma unroll
+  for (int n = 0; n < C::NNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int it = t - t_begin;
+    cp_async_wait<C::NST - 2>();
+    __syncthreads();  // tile `t` landed for every thread; the previous tile is fully consumed
+    if (t + C::NST - 1 < t_end) load_tile<MT, FP8>(p, table, ctx, t + C::NST - 1, smem, (it + C::NST - 1) % C::NST);
+    cp_async_commit();
+    const int st = it % C::NST;
+    const uint8_t* tile;
+    const float* scale = nullptr;
+    if constexpr (FP8) {
+      decode_fp8_tile<MT>(smem, st);
+      scale = reinterpret_cast<const float*>(smem + C::kScale) + st * kTile;
+      tile = smem + C::kTileOff;
+      __syncthreads();
+    } else {
+      tile = smem + C::kStage + st * C::kStageBytes;
+    }
+
+    // ---- scores s = q . k for 16 heads x TW tokens ----
+    const int tok0 = ng * C::TW;
+    float acc[C::ACC][C::NT][4];
+#pragma unroll
+    for (int a = 0; a < C::ACC; ++a)
+#pragma unroll
+      for (int n = 0; n < C::NT; ++n) acc[a][n][0] = acc[a][n][1] = acc[a][n][2] = acc[a][n][3] = 0.f;
+#pragma unroll
+    for (int kp = 0; kp < 18; ++kp) {
+      uint32_t kb[C::NT][4];
+#pragma unroll
+      for (int n = 0; n < C::NT; ++n) {
+        const int row = tok0 + n * 8 + (lane & 7);
+        ldmatrix_x4(kb[n], smem_addr(tile + swz(row, 4 * kp + (lane >> 3), kRowBf16)));
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int ks = 2 * kp + j;
+        uint32_t qa[4];
+        if constexpr (MT == 1) {
+          qa[0] = qf[ks][0], qa[1] = qf[ks][1], qa[2] = qf[ks][2], qa[3] = qf[ks][3];
+        } else {
+          ldmatrix_x4(qa, smem_addr(smem + C::kQ + swz(q_row, 2 * ks + a_chunk, kRowBf16)));
+        }
+#pragma unroll
+        for (int n = 0; n < C::NT; ++n) mma_bf16(acc[ks % C::ACC][n], qa, kb[n][2 * j], kb[n][2 * j + 1]);
+      }
+    }
+
+    // ---- scale, mask, tile maximum per head ----
+    float s[C::NT][4];
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < C::NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = 0.f;
+#pragma unroll
+        for (int a = 0; a < C::ACC; ++a) v += acc[a][n][e];
+        const int col = tok0 + n * 8 + 2 * q4 + (e & 1);
+        if constexpr (FP8) v *= scale[col];
+        if (t * kTile + col >= ctx) v = -INFINITY;
+        s[n][e] = v;
+        mx[e >> 1] = fmaxf(mx[e >> 1], v);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+    if (q4 == 0) {
+      red[ng * C::HB + mt * 16 + g] = mx[0];
+      red[ng * C::HB + mt * 16 + g + 8] = mx[1];
+    }
+    __syncthreads();
+
+    // ---- online softmax; P (times the FP8 token scale) to shared memory ----
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tmax = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < C::NW; ++w) tmax = fmaxf(tmax, red[w * C::HB + mt * 16 + g + 8 * r]);
+      const float m_new = fmaxf(m_run[r], tmax);
+      m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[r] = exp2f(m_run[r] - m_use[r]);
+      m_run[r] = m_new;
+      l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < C::NT; ++n) {
+      const int col = tok0 + n * 8 + 2 * q4;
+      float pv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pv[e] = exp2f(s[n][e] - m_use[e >> 1]);
+        l_run[e >> 1] += pv[e];
+        if constexpr (FP8) pv[e] *= scale[col + (e & 1)];
+      }
+      const int chunk = col >> 3, row0 = mt * 16 + g;
+      *reinterpret_cast<uint32_t*>(pbuf + swz(row0, chunk, kTile * 2) + (col & 7) * 2) = pack_bf16x2(pv[0], pv[1]);
+      *reinterpret_cast<uint32_t*>(pbuf + swz(row0 + 8, chunk, kTile * 2) + (col & 7) * 2) = pack_bf16x2(pv[2], pv[3]);
+    }
+#pragma unroll
+    for (int n = 0; n < C::NNT; ++n) {
+      o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    }
+    __syncthreads();
+
+    // ---- o += P . V for 16 heads x DW dims ----
+#pragma unroll
+    for (int kt = 0; kt < kTile / 16; ++kt) {
+      uint32_t pa[4];
+      ldmatrix_x4(pa, smem_addr(pbuf + swz(q_row, 2 * kt + a_chunk, kTile * 2)));
+      const int v_row = kt * 16 + a_row;
+#pragma unroll
+      for (int np = 0; np < C::NNT / 2; ++np) {
+        const int chunk = ng * (C::DW / 8) + 2 * np + a_chunk;
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, smem_addr(tile + swz(v_row, chunk, kRowBf16)));
+        mma_bf16(o[2 * np], pa, vb[0], vb[1]);
+        mma_bf16(o[2 * np + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- row sums over the warps of a head tile; normalize; write ----
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+  __syncthreads();  // every warp is past its last read of `red`
+  if (q4 == 0) {
+    red[ng * C::HB + mt * 16 + g] = l_run[0];
+    red[ng * C::HB + mt * 16 + g + 8] = l_run[1];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < C::NW; ++w) l += red[w * C::HB + mt * 16 + g + 8 * r];
+    const int h = head0 + mt * 16 + g + 8 * r;
+    if (h >= p.heads) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    float* dst = p.num_splits == 1 ? p.out + (size_t(b) * p.heads + h) * kMlaValueDim
+                                   : p.ws_o + ((size_t(split) * p.batch + b) * p.heads + h) * kMlaValueDim;
+#pragma unroll
+    for (int n = 0; n < C::NNT; ++n) {
+      const int d = ng * C::DW + n * 8 + 2 * q4;
+      *reinterpret_cast<float2*>(dst + d) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    }
+    if (p.num_splits > 1 && ng == 0 && q4 == 0)
+      p.ws_lse[(size_t(split) * p.batch + b) * p.heads + h] = l > 0.f ? m_run[r] + log2f(l) : -INFINITY;
+  }
+}
+
+// Merges the splits' normalized partials by their log2-sum-exp weights.
+// One CTA of 128 threads per (head, sequence); each thread owns 4 dims.
+__global__ void __launch_bounds__(128) mla_combine_kernel(const Params p) {
+  const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x * 4;
+  const size_t stride = size_t(p.batch) * p.heads;
+  const size_t row = size_t(b) * p.heads + h;
+  float lmax = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) lmax = fmaxf(lmax, p.ws_lse[s * stride + row]);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  float wsum = 0.f;
+  if (lmax != -INFINITY) {
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float lse = p.ws_lse[s * stride + row];
+      if (lse == -INFINITY) continue;
+      const float w = exp2f(lse - lmax);
+      const float4 v = *reinterpret_cast<const float4*>(p.ws_o + (s * stride + row) * kMlaValueDim + d);
+      acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+      wsum += w;
+    }
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  *reinterpret_cast<float4*>(p.out + row * kMlaValueDim + d) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+}
+
+int heads_per_cta(int heads) { return heads <= 16 ? 16 : heads <= 32 ? 32 : 64; }
+
+template <int MT, bool FP8>
+cudaError_t launch(const Params& p, int head_groups, cudaStream_t stream) {
+  using C = Cfg<MT, FP8>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(mla_decode_kernel<MT, FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kBytes);
+  if (attr != cudaSuccess) return attr;
+  mla_decode_kernel<MT, FP8><<<dim3(p.num_splits, p.batch, head_groups), kThreads, C::kBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <bool FP8>
+cudaError_t launch_for_heads(const Params& p, int head_groups, cudaStream_t stream) {
+  switch (heads_per_cta(p.heads)) {
+    case 16: return launch<1, FP8>(p, head_groups, stream);
+    case 32: return launch<2, FP8>(p, head_groups, stream);
+    default: return launch<4, FP8>(p, head_groups, stream);
+  }
+}
+
+void check_shape(const MlaDecodeShape& s) {
+  if (s.batch < 1 || s.heads < 1 || s.max_blocks < 1 || s.block_size < 1)
+    fail_input("mla_decode: batch {}, heads {}, max_blocks {}, block_size {} must all be >= 1", s.batch, s.heads,
+               s.max_blocks, s.block_size);
+}
+
+}  // namespace
+
+int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms) {
+  check_shape(shape);
+  const long max_tiles = (long(shape.max_blocks) * shape.block_size + kTile - 1) / kTile;
+  const long ctas = long(shape.batch) * ((shape.heads + heads_per_cta(shape.heads) - 1) / heads_per_cta(shape.heads));
+  // Cost model in tile-times: waves x (tiles per split + ~1 tile of fixed cost
+  // per CTA: q load, pipeline fill, partial write and its share of the combine).
+  int best = 1;
+  double best_cost = 1e30;
+  const long limit = std::min<long>(max_tiles, 256);
+  for (long s = 1; s <= limit; ++s) {
+    const long waves = (ctas * s + num_sms - 1) / num_sms;
+    const double cost = double(waves) * (double((max_tiles + s - 1) / s) + 1.0);
+    if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
+  }
+  return best;
+}
+
+size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape, int num_splits, int num_sms) {
+  const int splits = num_splits > 0 ? num_splits : mla_decode_default_splits(shape, num_sms);
+  if (splits <= 1) return 0;
+  const size_t rows = size_t(splits) * shape.batch * shape.heads;
+  const size_t o_bytes = rows * kMlaValueDim * sizeof(float);
+  return o_bytes + ((rows * sizeof(float) + 15) / 16) * 16;
+}
+
+cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stream) {
+  const MlaDecodeShape& s = args.shape;
+  check_shape(s);
+  const bool fp8 = s.kv_dtype == MlaKvDtype::kFP8E4M3;
+  if (!args.q || !args.k_cache || !args.block_tables || !args.context_lens || !args.out)
+    fail_input("mla_decode: q, k_cache, block_tables, context_lens and out must be device pointers");
+  if (fp8 && !args.k_scale) fail_input("mla_decode: an FP8 cache needs k_scale");
+  const int splits = args.num_splits > 0 ? args.num_splits : mla_decode_default_splits(s, num_sms);
+  if (splits > 1 && !args.workspace)
+    fail_input("mla_decode: {} splits need a workspace of {} bytes", splits, mla_decode_workspace_bytes(s, splits, num_sms));
+  if (splits > 65535) fail_input("mla_decode: {} splits is over the grid limit", splits);
+
+  Params p{};
+  p.q = args.q;
+  p.kv = static_cast<const uint8_t*>(args.k_cache);
+  p.k_scale = args.k_scale;
+  p.block_tables = args.block_tables;
+  p.context_lens = args.context_lens;
+  p.out = args.out;
+  p.batch = s.batch, p.heads = s.heads, p.max_blocks = s.max_blocks, p.block_size = s.block_size;
+  p.num_splits = splits;
+  p.q_scale = args.softmax_scale * kLog2e;
+  if (splits > 1) {
+    p.ws_o = static_cast<float*>(args.workspace);
+    p.ws_lse = p.ws_o + size_t(splits) * s.batch * s.heads * kMlaValueDim;
+  }
+  const int head_groups = (s.heads + heads_per_cta(s.heads) - 1) / heads_per_cta(s.heads);
+  cudaError_t err = fp8 ? launch_for_heads<true>(p, head_groups, stream) : launch_for_heads<false>(p, head_groups, stream);
+  if (err != cudaSuccess || splits == 1) return err;
+  mla_combine_kernel<<<dim3(s.heads, s.batch), 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mx::cuda
