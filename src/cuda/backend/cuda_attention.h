@@ -15,6 +15,8 @@
 
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "ops/ops.h"
 
@@ -24,11 +26,23 @@ namespace mx::cuda {
 // layer: per-sequence q_begin/num_new/num_cached, padded block tables and the
 // new tokens' slots. Kernels index these; the host copy drives launch shapes.
 struct DeviceAttentionMeta;
+struct AttentionArgs;
+
+// Which attention kernel runs (docs/cuda-attention.md). Auto: the tensor-core
+// kernel for steps with prefill rows when the head dims have an instance
+// (32, 64, 128, and 192/128), the CUDA-core kernel (split over the keys when
+// the step has few rows) for decode-only steps and every other shape.
+enum class AttentionKernel { Auto, Generic, TensorCore };
+AttentionKernel parse_attention_kernel(const std::string& name);  // "auto" | "generic" | "tensor-core"
 
 class CudaAttention {
  public:
   CudaAttention(cudaStream_t stream, bool poison_outputs);
   ~CudaAttention();
+
+  // Overrides the automatic choice (tests and benchmarks; TensorCore falls
+  // back to Generic for dims without a tensor-core instance).
+  void set_kernel(AttentionKernel k) { kernel_ = k; }
 
   void begin_step();
   void prepare(const AttentionMeta& meta);
@@ -42,9 +56,16 @@ class CudaAttention {
 
  private:
   const DeviceAttentionMeta& device_meta(const AttentionMeta& meta);
+  const DeviceAttentionMeta* find_prepared_slots(const std::vector<int64_t>& slots) const;
+  const int32_t* find_prepared_block_table(const std::vector<int32_t>& block_table) const;
+  // Runs one attention over args (kernel choice, key splits, workspace).
+  void run(const AttentionArgs& args, bool decode_only, const char* op);
+  void check_launch(const char* op);
 
   cudaStream_t stream_;
   bool poison_;
+  AttentionKernel kernel_ = AttentionKernel::Auto;
+  int num_sms_ = 132;
   std::map<const AttentionMeta*, std::unique_ptr<DeviceAttentionMeta>> prepared_;
   std::unique_ptr<DeviceAttentionMeta> adhoc_;
 };
