@@ -66,6 +66,7 @@ T* dev_upload(const std::vector<T>& v) {
 struct CheckCase {
   int heads, batch, block_size, max_ctx, splits;
   MlaKvDtype dtype;
+  float decades = 0;  // > 0: token magnitudes log-uniform over 10^[-decades, decades]
 };
 
 // Builds a random cache with `blocks` blocks; `deq` receives the values the
@@ -78,17 +79,17 @@ struct HostCache {
   std::vector<float> deq;
 };
 
-HostCache make_cache(std::mt19937& rng, int blocks, int bs, MlaKvDtype dtype) {
+HostCache make_cache(std::mt19937& rng, int blocks, int bs, MlaKvDtype dtype, float decades) {
   HostCache c;
   const size_t rows = size_t(blocks) * bs;
   c.deq.resize(rows * kD);
   if (dtype == MlaKvDtype::kBF16) c.bf16.resize(rows * kD);
   else c.fp8.resize(rows * kD), c.scale.resize(rows);
-  std::uniform_real_distribution<float> u(-1.f, 1.f), amp(0.2f, 3.f);
+  std::uniform_real_distribution<float> u(-1.f, 1.f), amp(0.2f, 3.f), expo(-decades, decades);
   std::vector<float> x(kD);
   for (size_t r = 0; r < rows; ++r) {
     const bool poison = r < size_t(bs);
-    const float a = poison ? 1e4f : amp(rng);
+    const float a = poison ? 1e4f : decades > 0 ? std::pow(10.f, expo(rng)) : amp(rng);
     float amax = 0.f;
     for (int i = 0; i < kD; ++i) x[i] = poison ? a : a * u(rng), amax = std::max(amax, std::fabs(x[i]));
     if (dtype == MlaKvDtype::kBF16) {
@@ -118,7 +119,7 @@ bool run_check(std::mt19937& rng, const CheckCase& cc) {
   int used = 0;
   for (int b = 0; b < cc.batch; ++b) used += (ctx[b] + cc.block_size - 1) / cc.block_size;
   const int blocks = used + 1 + 3;  // poison block 0, a few never referenced
-  HostCache cache = make_cache(rng, blocks, cc.block_size, cc.dtype);
+  HostCache cache = make_cache(rng, blocks, cc.block_size, cc.dtype, cc.decades);
   std::vector<int32_t> perm(blocks - 1);
   std::iota(perm.begin(), perm.end(), 1);
   std::shuffle(perm.begin(), perm.end(), rng);
@@ -187,9 +188,9 @@ bool run_check(std::mt19937& rng, const CheckCase& cc) {
     }
   const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
   const bool ok = bad == 0 && rel < 1e-2;
-  std::printf("check %-4s heads %3d batch %2d block %2d max_ctx %5d splits %3d: rel_err %.2e non_finite %zu %s\n",
-              cc.dtype == MlaKvDtype::kBF16 ? "bf16" : "fp8", cc.heads, cc.batch, cc.block_size, cc.max_ctx, splits, rel,
-              bad, ok ? "ok" : "FAIL");
+  std::printf("check %-4s heads %3d batch %2d block %2d max_ctx %5d splits %3d decades %.0f: rel_err %.2e non_finite %zu %s\n",
+              cc.dtype == MlaKvDtype::kBF16 ? "bf16" : "fp8", cc.heads, cc.batch, cc.block_size, cc.max_ctx, splits,
+              cc.decades, rel, bad, ok ? "ok" : "FAIL");
   for (void* p : {static_cast<void*>(d_q), d_k, static_cast<void*>(d_s), static_cast<void*>(d_t), static_cast<void*>(d_c),
                   static_cast<void*>(d_o), d_ws})
     if (p) CK(cudaFree(p));
@@ -257,12 +258,13 @@ double measure_copy_gbs() {
 }
 
 struct Result {
-  int heads, batch, ctx, block_size, splits;
+  int heads, batch, ctx, block_size, splits, skip;
   MlaKvDtype dtype;
   double us, gbs, frac_copy, tflops, floor_us;
 };
 
-Result time_case(const Pool& pool, double copy_gbs, int heads, int batch, int ctx, MlaKvDtype dtype, int bs) {
+Result time_case(const Pool& pool, double copy_gbs, int heads, int batch, int ctx, MlaKvDtype dtype, int bs,
+                 int skip = 0) {
   const bool fp8 = dtype == MlaKvDtype::kFP8E4M3;
   const int max_blocks = (ctx + bs - 1) / bs;
   const size_t need_blocks = size_t(batch) * max_blocks;
@@ -298,6 +300,7 @@ Result time_case(const Pool& pool, double copy_gbs, int heads, int batch, int ct
     a.context_lens = d_ctx;
     a.softmax_scale = 1.f / std::sqrt(192.f);
     a.out = d_o, a.workspace = d_ws, a.num_splits = splits;
+    a.profile_skip = skip;
     return a;
   };
   cudaStream_t stream;
@@ -334,7 +337,7 @@ Result time_case(const Pool& pool, double copy_gbs, int heads, int batch, int ct
   std::sort(ms.begin(), ms.end());
   const double us = ms[ms.size() / 2] * 1e3;
   const double flops = double(batch) * ctx * heads * 2.0 * (kD + kV);
-  Result r{heads, batch, ctx, bs, splits, dtype, us, 0, 0, 0, 0};
+  Result r{heads, batch, ctx, bs, splits, skip, dtype, us, 0, 0, 0, 0};
   r.gbs = kv_bytes / (us * 1e-6) / 1e9;
   r.frac_copy = r.gbs / copy_gbs;
   r.tflops = flops / (us * 1e-6) / 1e12;
@@ -380,6 +383,8 @@ int main(int argc, char** argv) {
       {128, 2, 64, 500, 0, MlaKvDtype::kFP8E4M3}, {128, 2, 16, 300, 2, MlaKvDtype::kBF16},
       {24, 2, 64, 333, 0, MlaKvDtype::kFP8E4M3}, {1, 2, 32, 65, 0, MlaKvDtype::kBF16},
       {8, 5, 64, 1, 0, MlaKvDtype::kFP8E4M3},    {16, 2, 64, 64, 40, MlaKvDtype::kFP8E4M3},
+      {8, 3, 64, 900, 0, MlaKvDtype::kFP8E4M3, 3}, {64, 2, 16, 700, 0, MlaKvDtype::kFP8E4M3, 3},
+      {16, 3, 64, 500, 3, MlaKvDtype::kFP8E4M3, 2}, {32, 2, 64, 400, 0, MlaKvDtype::kBF16, 2},
   };
   int failed = 0;
   for (const auto& c : cases) failed += run_check(rng, c) ? 0 : 1;
@@ -410,6 +415,21 @@ int main(int argc, char** argv) {
     for (MlaKvDtype dt : {MlaKvDtype::kFP8E4M3, MlaKvDtype::kBF16})
       results.push_back(time_case(pool, copy_gbs, heads, 64, 8192, dt, 64));
   for (int heads : {8, 16, 64}) results.push_back(time_case(pool, copy_gbs, heads, 64, 8192, MlaKvDtype::kFP8E4M3, 16));
+
+  // Stage timing: the same launches with a stage left out (results wrong).
+  std::vector<Result> stages;
+  for (int heads : {8, 64})
+    for (int skip : {0, mx::cuda::kMlaSkipFp8Decode, mx::cuda::kMlaSkipValues,
+                     mx::cuda::kMlaSkipFp8Decode | mx::cuda::kMlaSkipValues})
+      stages.push_back(time_case(pool, copy_gbs, heads, 64, 8192, MlaKvDtype::kFP8E4M3, 64, skip));
+  for (int heads : {8, 64})
+    for (int skip : {0, mx::cuda::kMlaSkipValues})
+      stages.push_back(time_case(pool, copy_gbs, heads, 64, 8192, MlaKvDtype::kBF16, 64, skip));
+  std::printf("\nstage timing, batch 64, ctx 8192 (a stage left out: results wrong, time only)\n");
+  std::printf("| heads | kv | left out | us |\n|---|---|---|---|\n");
+  for (const auto& r : stages)
+    std::printf("| %d | %s | %s | %.1f |\n", r.heads, r.dtype == MlaKvDtype::kBF16 ? "bf16" : "fp8",
+                r.skip == 0 ? "nothing" : r.skip == 1 ? "fp8 decode" : r.skip == 2 ? "P.V" : "decode + P.V", r.us);
 
   std::printf("\nMLA decode, %s, copy bandwidth %.0f GB/s; floor = max(KV bytes / copy bw, FLOPs / 660 TFLOP/s)\n",
               prop.name, copy_gbs);

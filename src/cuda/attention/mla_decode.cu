@@ -73,6 +73,7 @@ struct Params {
   float* ws_lse;  // [splits, batch, heads]
   int batch, heads, max_blocks, block_size, num_splits;
   float q_scale;  // softmax scale * log2(e)
+  int profile_skip;
 };
 
 // ---- small device helpers -------------------------------------------------
@@ -123,12 +124,21 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Two E4M3 bytes (low byte first) -> two BF16 in one word, exactly.
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes) {
-  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3);
-  float2 f = __half22float2(*reinterpret_cast<__half2*>(&h));
-  return pack_bf16x2(f.x, f.y);
+// Four E4M3 bytes -> four BF16 (two words, low byte first) by moving bits:
+// the 7 exponent/mantissa bits land in the BF16 exponent's low bits and the
+// mantissa's top bits, the sign in the sign. The result is the E4M3 value times
+// 2^-120 exactly (subnormals included: both formats' subnormals line up under
+// that factor); callers fold 2^120 into q, the token scales and the output.
+// Integer ALU only: the F32/F16 conversion instructions run at a quarter of the
+// ALU rate and made the decode the bottleneck of the FP8 path.
+__device__ __forceinline__ void fp8x4_to_bf16x4(uint32_t x, uint32_t& lo, uint32_t& hi) {
+  const uint32_t y0 = __byte_perm(x, 0u, 0x1404);  // byte 0 -> bits 15..8, byte 1 -> bits 31..24
+  const uint32_t y1 = __byte_perm(x, 0u, 0x3424);  // bytes 2, 3 likewise
+  lo = ((y0 >> 4) & 0x07f007f0u) | (y0 & 0x80008000u);
+  hi = ((y1 >> 4) & 0x07f007f0u) | (y1 & 0x80008000u);
 }
+constexpr float kFp8QBoost = 0x1p64f;    // q is multiplied by this for FP8 tiles ...
+constexpr float kFp8OutBoost = 0x1p56f;  // ... so scores and outputs carry 2^-56 until scaled back
 
 // ---- the tile pipeline ----------------------------------------------------
 
@@ -162,22 +172,27 @@ __device__ __forceinline__ void load_tile(const Params& p, const int32_t* table,
   }
 }
 
-// FP8 stage -> swizzled BF16 tile (unscaled; the scale is applied to scores).
+// FP8 stage -> swizzled BF16 tile (values times 2^-120, unscaled: the token
+// scale is applied to the scores and probabilities). Thread (row, sub) turns the
+// 16-byte chunks sub, sub+4, ... of one row into two BF16 chunks each; the
+// addresses are per-thread constants plus immediates.
 template <int MT>
 __device__ __forceinline__ void decode_fp8_tile(uint8_t* smem, int st) {
   using C = Cfg<MT, true>;
-  const uint8_t* stage = smem + C::kStage + st * C::kStageBytes;
-  uint8_t* tile = smem + C::kTileOff;
-#pragma unroll 6
-  for (int i = threadIdx.x; i < kTile * (kRowBf16 / 16); i += kThreads) {
-    const int row = i / (kRowBf16 / 16), chunk = i % (kRowBf16 / 16);
-    const uint2 raw = *reinterpret_cast<const uint2*>(stage + row * kRowFp8 + chunk * 8);
-    uint4 out;
-    out.x = fp8x2_to_bf16x2(raw.x & 0xffff);
-    out.y = fp8x2_to_bf16x2(raw.x >> 16);
-    out.z = fp8x2_to_bf16x2(raw.y & 0xffff);
-    out.w = fp8x2_to_bf16x2(raw.y >> 16);
-    *reinterpret_cast<uint4*>(tile + swz(row, chunk, kRowBf16)) = out;
+  const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  const uint8_t* src = smem + C::kStage + st * C::kStageBytes + row * kRowFp8 + sub * 16;
+  uint8_t* dst = smem + C::kTileOff + row * kRowBf16;
+  const int x0 = ((2 * sub) ^ row) & 7, x1 = ((2 * sub + 1) ^ row) & 7;
+#pragma unroll
+  for (int j = 0; j < kRowFp8 / 64; ++j) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + 64 * j);
+    uint4 a, b;
+    fp8x4_to_bf16x4(raw.x, a.x, a.y);
+    fp8x4_to_bf16x4(raw.y, a.z, a.w);
+    fp8x4_to_bf16x4(raw.z, b.x, b.y);
+    fp8x4_to_bf16x4(raw.w, b.z, b.w);
+    *reinterpret_cast<uint4*>(dst + 128 * j + 16 * x0) = a;
+    *reinterpret_cast<uint4*>(dst + 128 * j + 16 * x1) = b;
   }
 }
 
@@ -192,7 +207,7 @@ __device__ __forceinline__ void load_q(const Params& p, int b, int head0, uint8_
     if (head0 + h < p.heads) {
       const float4* src = reinterpret_cast<const float4*>(p.q + (size_t(b) * p.heads + head0 + h) * kMlaHeadDim + chunk * 8);
       const float4 a = src[0], c = src[1];
-      const float s = p.q_scale;
+      const float s = FP8 ? p.q_scale * kFp8QBoost : p.q_scale;
       out = make_uint4(pack_bf16x2(a.x * s, a.y * s), pack_bf16x2(a.z * s, a.w * s), pack_bf16x2(c.x * s, c.y * s),
                        pack_bf16x2(c.z * s, c.w * s));
     }
@@ -248,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
     const uint8_t* tile;
     const float* scale = nullptr;
     if constexpr (FP8) {
-      decode_fp8_tile<MT>(smem, st);
+      if (!(p.profile_skip & kMlaSkipFp8Decode)) decode_fp8_tile<MT>(smem, st);
       scale = reinterpret_cast<const float*>(smem + C::kScale) + st * kTile;
       tile = smem + C::kTileOff;
       __syncthreads();
@@ -296,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
 #pragma unroll
         for (int a = 0; a < C::ACC; ++a) v += acc[a][n][e];
         const int col = tok0 + n * 8 + 2 * q4 + (e & 1);
-        if constexpr (FP8) v *= scale[col];
+        if constexpr (FP8) v *= scale[col] * kFp8OutBoost;
         if (t * kTile + col >= ctx) v = -INFINITY;
         s[n][e] = v;
         mx[e >> 1] = fmaxf(mx[e >> 1], v);
@@ -333,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
       for (int e = 0; e < 4; ++e) {
         pv[e] = exp2f(s[n][e] - m_use[e >> 1]);
         l_run[e >> 1] += pv[e];
-        if constexpr (FP8) pv[e] *= scale[col + (e & 1)];
+        if constexpr (FP8) pv[e] *= scale[col + (e & 1)] * kFp8QBoost;
       }
       const int chunk = col >> 3, row0 = mt * 16 + g;
       *reinterpret_cast<uint32_t*>(pbuf + swz(row0, chunk, kTile * 2) + (col & 7) * 2) = pack_bf16x2(pv[0], pv[1]);
@@ -347,6 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
     __syncthreads();
 
     // ---- o += P . V for 16 heads x DW dims ----
+    if (p.profile_skip & kMlaSkipValues) continue;
 #pragma unroll
     for (int kt = 0; kt < kTile / 16; ++kt) {
       uint32_t pa[4];
@@ -383,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
     for (int w = 0; w < C::NW; ++w) l += red[w * C::HB + mt * 16 + g + 8 * r];
     const int h = head0 + mt * 16 + g + 8 * r;
     if (h >= p.heads) continue;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = l > 0.f ? (FP8 ? kFp8OutBoost : 1.f) / l : 0.f;
     float* dst = p.num_splits == 1 ? p.out + (size_t(b) * p.heads + h) * kMlaValueDim
                                    : p.ws_o + ((size_t(split) * p.batch + b) * p.heads + h) * kMlaValueDim;
 #pragma unroll
@@ -496,6 +512,7 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
   p.batch = s.batch, p.heads = s.heads, p.max_blocks = s.max_blocks, p.block_size = s.block_size;
   p.num_splits = splits;
   p.q_scale = args.softmax_scale * kLog2e;
+  p.profile_skip = args.profile_skip;
   if (splits > 1) {
     p.ws_o = static_cast<float*>(args.workspace);
     p.ws_lse = p.ws_o + size_t(splits) * s.batch * s.heads * kMlaValueDim;

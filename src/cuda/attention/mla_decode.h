@@ -52,7 +52,13 @@ struct MlaDecodeArgs {
   void* workspace = nullptr;  // mla_decode_workspace_bytes(shape, num_splits) bytes, 16-byte aligned
   // KV splits per sequence (flash-decoding); 0 = mla_decode_default_splits.
   int num_splits = 0;
+  // Benchmark only (mla_decode_bench's stage timing): leave stages out, which
+  // makes the result wrong. 0 in every real call.
+  int profile_skip = 0;
 };
+
+inline constexpr int kMlaSkipFp8Decode = 1;  // FP8 tiles are not decoded (scores use stale data)
+inline constexpr int kMlaSkipValues = 2;     // no P.V products
 
 // Splits chosen from the shape alone (host values only, so a captured graph
 // replays with the same choice): enough CTAs to fill the GPU's multiprocessors
@@ -63,7 +69,7 @@ int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms);
 size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape, int num_splits, int num_sms);
 
 // Enqueues the decode (and the split combine) on `stream`. Throws
-// std::invalid_argument on a shape it cannot run; returns the CUDA error of the
+// mx::InvalidArgument on a shape or pointer it cannot run; returns the CUDA error of the
 // launches (cudaSuccess when both were queued).
 cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stream);
 
