@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -438,11 +439,26 @@ __global__ void __launch_bounds__(128) mla_combine_kernel(const Params p) {
 
 int heads_per_cta(int heads) { return heads <= 16 ? 16 : heads <= 32 ? 32 : 64; }
 
+// Raises the kernel's dynamic shared-memory limit once per device (the
+// attribute is per device, and one process may drive several GPUs).
+template <int MT, bool FP8>
+cudaError_t ensure_smem_limit() {
+  static std::atomic<uint64_t> done{0};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+  if (bit && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
+  err = cudaFuncSetAttribute(mla_decode_kernel<MT, FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Cfg<MT, FP8>::kBytes);
+  if (err == cudaSuccess && bit) done.fetch_or(bit, std::memory_order_release);
+  return err;
+}
+
 template <int MT, bool FP8>
 cudaError_t launch(const Params& p, int head_groups, cudaStream_t stream) {
   using C = Cfg<MT, FP8>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(mla_decode_kernel<MT, FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kBytes);
+  const cudaError_t attr = ensure_smem_limit<MT, FP8>();
   if (attr != cudaSuccess) return attr;
   mla_decode_kernel<MT, FP8><<<dim3(p.num_splits, p.batch, head_groups), kThreads, C::kBytes, stream>>>(p);
   return cudaGetLastError();
