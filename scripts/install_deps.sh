@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
               libpcre2-dev libicu-dev libcpp-httplib-dev libgtest-dev libgmock-dev libssl-dev)
+# clang + libclang-rt-dev (libclang_rt.fuzzer, ASan/UBSan runtimes): the libFuzzer harnesses (scripts/fuzz.sh)
+APT_PACKAGES+=(clang libclang-rt-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
