@@ -1,17 +1,16 @@
-// CudaOps: host side of the CUDA backend (see cuda_ops.h).
+// CudaOps: device memory, step metadata, and the elementwise / norm / rope /
+// layout ops (see cuda_ops.h). Linear and head_matmul: cuda_linear.cc; MoE:
+// cuda_moe.cc; attention: attention_ops.cc.
 #include "cuda/backend/cuda_ops.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
-#include "cuda/host/mxfp4_layout.h"
-#include "cuda/mxfp4_kernels.h"
 
 namespace mx::cuda {
 namespace {
-
-void check(cudaError_t err, const char* op, const char* what) {
-  if (err != cudaSuccess) fail("CUDA backend, op {}: {} failed: {}", op, what, cudaGetErrorString(err));
-}
 
 int64_t activation_rows(const Tensor& x, const char* op) {
   if (!x.defined() || x.dtype() != DType::F32 || x.ndim() < 1)
@@ -21,120 +20,185 @@ int64_t activation_rows(const Tensor& x, const char* op) {
 
 int64_t row_width(const Tensor& x) { return x.dim(0) ? x.numel() / x.dim(0) : 0; }
 
-// The weight dtypes the kernels read directly.
 bool is_bf16_or_f32(const Tensor& w) { return w.dtype() == DType::BF16 || w.dtype() == DType::F32; }
+
+float* f32(const Tensor& t) { return reinterpret_cast<float*>(t.raw()); }
 
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(size_t bytes, const char* op) : bytes_(bytes) {
-  if (bytes) check(cudaMalloc(&ptr_, bytes), op, "cudaMalloc");
+CudaOps::StreamOwner::StreamOwner(int device) {
+  check_cuda(cudaSetDevice(device), "init", "cudaSetDevice");
+  configure_memory_pool(device);
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
+CudaOps::StreamOwner::~StreamOwner() {
+  if (!stream) return;
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = o.ptr_, bytes_ = o.bytes_;
-    o.ptr_ = nullptr, o.bytes_ = 0;
-  }
-  return *this;
+CudaOps::CublasOwner::CublasOwner(cudaStream_t stream) {
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) fail("CUDA backend: cublasCreate failed");
+  // F32 GEMMs stay F32 (no TF32), so the F32 paths match the CPU reference.
+  if (cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS)
+    fail("CUDA backend: cublas setup failed");
+}
+
+CudaOps::CublasOwner::~CublasOwner() {
+  if (handle) cublasDestroy(handle);
 }
 
 CudaOps::CudaOps(ActivationMode mode, CudaOpsOptions options)
-    : options_(options), mode_(mode), cpu_(make_cpu_ops(mode)) {
-  check(cudaSetDevice(options_.device), "init", "cudaSetDevice");
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "init", "cudaStreamCreate");
+    : options_(options),
+      mode_(mode),
+      stream_owner_(options.device),
+      stream_(stream_owner_.stream),
+      cublas_owner_(stream_),
+      cublas_(cublas_owner_.handle),
+      cpu_(make_cpu_ops(mode)),
+      attention_(stream_, options.poison_outputs) {
+  // The reference numerics take the CUDA-core attention (F32 math) rather
+  // than the BF16 tensor-core kernel.
+  if (options_.f32_activations) attention_.set_kernel(AttentionKernel::Generic);
 }
 
-CudaOps::~CudaOps() {
-  weights_.clear();
-  mxfp4_weights_.clear();
-  if (stream_) cudaStreamDestroy(stream_);
+CudaOps::~CudaOps() { cudaStreamSynchronize(stream_); }
+
+std::vector<std::string> CudaOps::gpu_ops() const {
+  std::vector<std::string> ops = {"embedding", "rms_norm", "add_rms_norm", "add_inplace", "axpy_inplace",
+                                  "rope_inplace", "silu_and_mul", "slice_cols", "gather_rows", "scatter_rows",
+                                  "concat_cols", "linear", "head_matmul", "route_noaux_tc", "route_softmax",
+                                  "fused_moe"};
+  if (!options_.cpu_attention)
+    for (const char* op : {"allocate_kv", "store_kv", "paged_attention", "gather_cached_k", "attention"})
+      ops.push_back(op);
+  return ops;
 }
 
-std::vector<std::string> CudaOps::gpu_ops() {
-  return {"embedding", "rms_norm", "add_rms_norm", "rope_inplace", "silu_and_mul", "linear (Dense F32/BF16)",
-          "linear (MXFP4, W4A16 with BF16 activations)"};
+void CudaOps::check_launch(const char* op) { check_cuda(cudaGetLastError(), op, "kernel launch"); }
+
+Tensor CudaOps::fresh(DType dtype, Shape shape) {
+  return device_empty(dtype, std::move(shape), stream_, options_.poison_outputs);
 }
 
-DeviceBuffer CudaOps::upload(const void* host, size_t bytes, const char* op) {
-  DeviceBuffer d(bytes, op);
-  if (bytes) check(cudaMemcpyAsync(d.get(), host, bytes, cudaMemcpyHostToDevice, stream_), op, "upload");
-  return d;
+Tensor CudaOps::empty(DType dtype, Shape shape) { return fresh(dtype, std::move(shape)); }
+
+Tensor CudaOps::to_host(const Tensor& t) { return copy_to_host(t, stream_); }
+
+Tensor CudaOps::to_device(const Tensor& t) { return on_device(t) ? t : copy_to_device(t, stream_); }
+
+void CudaOps::begin_step() {
+  prepared_positions_ = nullptr;
+  prepared_positions_size_ = 0;
+  positions_ = Tensor();
+  attention_.begin_step();
 }
 
-DeviceBuffer CudaOps::output(size_t bytes, const char* op) {
-  DeviceBuffer d(bytes, op);
-  // 0xFF bytes are a NaN in F32.
-  if (options_.poison_outputs && bytes) check(cudaMemsetAsync(d.get(), 0xFF, bytes, stream_), op, "poison");
-  return d;
+void CudaOps::prepare(const std::vector<int32_t>& positions) {
+  Tensor host = Tensor::empty(DType::I32, {int64_t(positions.size())});
+  std::copy(positions.begin(), positions.end(), host.data<int32_t>());
+  positions_ = copy_to_device(host, stream_);
+  prepared_positions_ = &positions;
+  prepared_positions_size_ = positions.size();
 }
 
-const void* CudaOps::device_weight(const Tensor& w, const char* op) {
-  auto key = std::make_pair(static_cast<const uint8_t*>(w.raw()), w.nbytes());
+void CudaOps::prepare(const AttentionMeta& meta) {
+  if (!options_.cpu_attention) attention_.prepare(meta);
+}
+
+const Tensor& CudaOps::device_weight(const Tensor& w, const char* op, bool force_f32) {
+  MX_CHECK(w.defined(), "{}: weight is undefined", op);
+  if (on_device(w)) return w;
+  auto key = std::make_pair(static_cast<const uint8_t*>(w.raw()), w.nbytes() + (force_f32 ? 1 : 0));
   auto it = weights_.find(key);
   if (it == weights_.end()) {
-    CachedWeight c{w.storage(), upload(w.raw(), w.nbytes(), op)};
+    const bool keep = is_bf16_or_f32(w) && !(force_f32 && w.dtype() != DType::F32);
+    Tensor host = keep ? w : w.to(DType::F32);
+    CachedWeight c{w.storage(), copy_to_device(host, stream_)};
+    // The converted host copy must outlive the asynchronous upload.
+    check_cuda(cudaStreamSynchronize(stream_), op, "weight upload");
     it = weights_.emplace(key, std::move(c)).first;
   }
-  return it->second.buffer.get();
+  return it->second.device;
 }
 
-Tensor CudaOps::download(const DeviceBuffer& d, Shape shape, const char* op) {
-  Tensor out = Tensor::empty(DType::F32, std::move(shape));
-  if (out.nbytes()) check(cudaMemcpyAsync(out.raw(), d.get(), out.nbytes(), cudaMemcpyDeviceToHost, stream_), op,
-                          "download");
-  finish(op);
-  return out;
+Tensor CudaOps::upload_indices(const std::vector<int64_t>& rows, int64_t limit, const char* op) {
+  for (int64_t r : rows)
+    if (r < 0 || r >= limit) fail_input("{}: row {} outside [0, {})", op, r, limit);
+  Tensor host(std::make_shared<HeapStorage>(rows.size() * sizeof(int64_t)), 0, DType::I64, {int64_t(rows.size())});
+  std::copy(rows.begin(), rows.end(), host.data<int64_t>());
+  return copy_to_device(host, stream_);
 }
 
-void CudaOps::finish(const char* op) {
-  check(cudaGetLastError(), op, "kernel launch");
-  check(cudaStreamSynchronize(stream_), op, "cudaStreamSynchronize");
+// In-place ops on a host tensor (tests, or callers that did not allocate with
+// empty()): run on a device copy, then copy the result back.
+template <typename F>
+void CudaOps::update_in_place(Tensor& x, F&& f) {
+  if (on_device(x)) {
+    f(x);
+    return;
+  }
+  Tensor d = copy_to_device(x, stream_);
+  f(d);
+  Tensor h = copy_to_host(d, stream_);
+  std::copy(h.raw(), h.raw() + h.nbytes(), x.raw());
 }
 
 Tensor CudaOps::embedding(const Tensor& table, const std::vector<int32_t>& ids) {
-  if (table.ndim() != 2 || !is_bf16_or_f32(table)) return cpu_->embedding(table, ids);
+  MX_CHECK(table.ndim() == 2, "embedding: table {} is not [vocab, hidden]", table.describe());
   const int64_t vocab = table.dim(0), d = table.dim(1), tokens = int64_t(ids.size());
   for (int32_t id : ids)
     if (id < 0 || id >= vocab) fail_input("token id {} is outside the vocabulary [0, {})", id, vocab);
-  const void* t = device_weight(table, "embedding");
-  DeviceBuffer dids = upload(ids.data(), ids.size() * sizeof(int32_t), "embedding");
-  DeviceBuffer out = output(size_t(tokens * d) * 4, "embedding");
-  launch_embedding(t, table.dtype() == DType::BF16, dids.get<int32_t>(), tokens, d, out.get<float>(), stream_);
-  return download(out, {tokens, d}, "embedding");
+  const Tensor& t = device_weight(table, "embedding");
+  Tensor hids = Tensor::empty(DType::I32, {tokens});
+  std::copy(ids.begin(), ids.end(), hids.data<int32_t>());
+  Tensor dids = copy_to_device(hids, stream_);
+  Tensor out = fresh(DType::F32, {tokens, d});
+  launch_embedding(t.raw(), t.dtype() == DType::BF16, dids.data<int32_t>(), tokens, d, f32(out), stream_);
+  check_launch("embedding");
+  return out;
 }
 
-Tensor CudaOps::rms_norm(const Tensor& x, const Tensor& weight, float eps) {
-  const int64_t rows = activation_rows(x, "rms_norm"), d = row_width(x);
+Tensor CudaOps::rms_norm(const Tensor& x_in, const Tensor& weight, float eps) {
+  const int64_t rows = activation_rows(x_in, "rms_norm"), d = row_width(x_in);
   MX_CHECK(weight.numel() == d, "rms_norm weight {} for rows of {}", weight.describe(), d);
-  if (!is_bf16_or_f32(weight)) return cpu_->rms_norm(x, weight, eps);
-  const void* w = device_weight(weight, "rms_norm");
-  DeviceBuffer dx = upload(x.raw(), x.nbytes(), "rms_norm");
-  DeviceBuffer out = output(x.nbytes(), "rms_norm");
-  launch_rms_norm(dx.get<float>(), nullptr, w, weight.dtype() == DType::BF16, rows, d, eps, out.get<float>(), stream_);
-  return download(out, x.shape(), "rms_norm");
+  Tensor x = to_device(x_in);
+  const Tensor& w = device_weight(weight, "rms_norm");
+  Tensor out = fresh(DType::F32, x.shape());
+  // delta == null: x is only read.
+  launch_rms_norm(f32(x), nullptr, w.raw(), w.dtype() == DType::BF16, rows, d, eps, f32(out), stream_);
+  check_launch("rms_norm");
+  return out;
 }
 
-Tensor CudaOps::add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps) {
+Tensor CudaOps::add_rms_norm(Tensor& residual, const Tensor& delta_in, const Tensor& weight, float eps) {
   const int64_t rows = activation_rows(residual, "add_rms_norm"), d = row_width(residual);
-  activation_rows(delta, "add_rms_norm");
-  MX_CHECK(residual.numel() == delta.numel(), "add_rms_norm: {} and {}", residual.describe(), delta.describe());
+  activation_rows(delta_in, "add_rms_norm");
+  MX_CHECK(residual.numel() == delta_in.numel(), "add_rms_norm: {} and {}", residual.describe(), delta_in.describe());
   MX_CHECK(weight.numel() == d, "add_rms_norm weight {} for rows of {}", weight.describe(), d);
-  if (!is_bf16_or_f32(weight)) return cpu_->add_rms_norm(residual, delta, weight, eps);
-  const void* w = device_weight(weight, "add_rms_norm");
-  DeviceBuffer dres = upload(residual.raw(), residual.nbytes(), "add_rms_norm");
-  DeviceBuffer ddelta = upload(delta.raw(), delta.nbytes(), "add_rms_norm");
-  DeviceBuffer out = output(residual.nbytes(), "add_rms_norm");
-  launch_rms_norm(dres.get<float>(), ddelta.get<float>(), w, weight.dtype() == DType::BF16, rows, d, eps,
-                  out.get<float>(), stream_);
-  // The updated residual comes back too (the op's contract: residual += delta).
-  check(cudaMemcpyAsync(residual.raw(), dres.get(), residual.nbytes(), cudaMemcpyDeviceToHost, stream_),
-        "add_rms_norm", "download residual");
-  return download(out, residual.shape(), "add_rms_norm");
+  Tensor delta = to_device(delta_in);
+  const Tensor& w = device_weight(weight, "add_rms_norm");
+  Tensor out = fresh(DType::F32, residual.shape());
+  update_in_place(residual, [&](Tensor& r) {
+    launch_rms_norm(f32(r), f32(delta), w.raw(), w.dtype() == DType::BF16, rows, d, eps, f32(out), stream_);
+    check_launch("add_rms_norm");
+  });
+  return out;
+}
+
+void CudaOps::add_inplace(Tensor& x, const Tensor& delta) { axpy_inplace(x, delta, 1.0f); }
+
+void CudaOps::axpy_inplace(Tensor& x, const Tensor& delta_in, float scale) {
+  activation_rows(x, "add");
+  activation_rows(delta_in, "add");
+  MX_CHECK(x.numel() == delta_in.numel(), "add: {} and {}", x.describe(), delta_in.describe());
+  Tensor delta = to_device(delta_in);
+  update_in_place(x, [&](Tensor& dx) {
+    launch_axpy(f32(dx), f32(delta), scale, dx.numel(), stream_);
+    check_launch("axpy_inplace");
+  });
 }
 
 void CudaOps::rope_inplace(Tensor& x, const std::vector<int32_t>& positions, const RopeTable& rope, int64_t heads,
@@ -145,82 +209,85 @@ void CudaOps::rope_inplace(Tensor& x, const std::vector<int32_t>& positions, con
            heads, head_stride, x.describe());
   MX_CHECK(int64_t(rope.inv_freq.size()) == half, "rope: {} inverse frequencies for rotary_dim {}",
            rope.inv_freq.size(), rope.rotary_dim);
-  DeviceBuffer dx = upload(x.raw(), x.nbytes(), "rope");
-  DeviceBuffer dpos = upload(positions.data(), positions.size() * sizeof(int32_t), "rope");
-  DeviceBuffer dfreq = upload(rope.inv_freq.data(), rope.inv_freq.size() * sizeof(float), "rope");
-  launch_rope(dx.get<float>(), dpos.get<int32_t>(), dfreq.get<float>(), rows, d, heads, head_stride, offset, half,
-              rope.style == RopeTable::Style::Interleaved, rope.attention_factor, stream_);
-  check(cudaMemcpyAsync(x.raw(), dx.get(), x.nbytes(), cudaMemcpyDeviceToHost, stream_), "rope", "download");
-  finish("rope");
+  // The step's positions were uploaded by prepare(); anything else is uploaded here.
+  Tensor pos = positions_;
+  if (!(prepared_positions_ == &positions && prepared_positions_size_ == positions.size() && pos.defined())) {
+    Tensor h = Tensor::empty(DType::I32, {rows});
+    std::copy(positions.begin(), positions.end(), h.data<int32_t>());
+    pos = copy_to_device(h, stream_);
+  }
+  auto it = rope_freqs_.find(rope.inv_freq);
+  if (it == rope_freqs_.end()) {
+    Tensor h = Tensor::from_f32(rope.inv_freq, {half});
+    it = rope_freqs_.emplace(rope.inv_freq, copy_to_device(h, stream_)).first;
+    check_cuda(cudaStreamSynchronize(stream_), "rope", "frequency upload");
+  }
+  update_in_place(x, [&](Tensor& dx) {
+    launch_rope(f32(dx), pos.data<int32_t>(), f32(it->second), rows, d, heads, head_stride, offset, half,
+                rope.style == RopeTable::Style::Interleaved, rope.attention_factor, stream_);
+    check_launch("rope_inplace");
+  });
 }
 
-Tensor CudaOps::silu_and_mul(const Tensor& gate, const Tensor& up) {
-  activation_rows(gate, "silu_and_mul");
-  MX_CHECK(gate.shape() == up.shape(), "silu_and_mul: {} and {}", gate.describe(), up.describe());
-  DeviceBuffer dg = upload(gate.raw(), gate.nbytes(), "silu_and_mul");
-  DeviceBuffer du = upload(up.raw(), up.nbytes(), "silu_and_mul");
-  DeviceBuffer out = output(gate.nbytes(), "silu_and_mul");
-  launch_silu_and_mul(dg.get<float>(), du.get<float>(), gate.numel(), out.get<float>(), stream_);
-  return download(out, gate.shape(), "silu_and_mul");
+Tensor CudaOps::silu_and_mul(const Tensor& gate_in, const Tensor& up_in) {
+  activation_rows(gate_in, "silu_and_mul");
+  MX_CHECK(gate_in.shape() == up_in.shape(), "silu_and_mul: {} and {}", gate_in.describe(), up_in.describe());
+  Tensor gate = to_device(gate_in), up = to_device(up_in);
+  Tensor out = fresh(DType::F32, gate.shape());
+  launch_silu_and_mul(f32(gate), f32(up), gate.numel(), f32(out), stream_);
+  check_launch("silu_and_mul");
+  return out;
 }
 
-Tensor CudaOps::linear_mxfp4(const Tensor& x, const LinearWeight& w) {
-  const int64_t M = activation_rows(x, "linear"), K = w.in_features, N = w.out_features;
-  MX_CHECK(x.numel() == M * K && int64_t(w.weight.nbytes()) == N * K / 2 && int64_t(w.scale.nbytes()) == N * K / 32,
-           "linear {}: input {} for MXFP4 weight {} / scale {} [{}, {}]", w.name, x.describe(), w.weight.describe(),
-           w.scale.describe(), N, K);
-  auto it = mxfp4_weights_.find(w.weight.data<uint8_t>());
-  if (it == mxfp4_weights_.end()) {
-    PackedMxfp4 p = pack_mxfp4({w.weight.data<uint8_t>(), size_t(w.weight.numel())},
-                               {w.scale.data<uint8_t>(), size_t(w.scale.numel())}, N, K, w.name.c_str());
-    PackedWeight pw{w.weight.storage(), upload(p.codes.data(), p.codes.size(), "linear"),
-                    upload(p.scales.data(), p.scales.size(), "linear"), p.big_scales};
-    finish("linear");  // p's host bytes must outlive the copies
-    it = mxfp4_weights_.emplace(w.weight.data<uint8_t>(), std::move(pw)).first;
-  }
-  Mxfp4DeviceWeight dw{it->second.codes.get<uint8_t>(), it->second.scales.get<uint8_t>(), N, K,
-                       it->second.big_scales};
-  const float* dbias = nullptr;
-  if (w.bias.defined()) {
-    MX_CHECK(w.bias.dtype() == DType::F32 && w.bias.numel() == N, "linear: bias {} for {} outputs",
-             w.bias.describe(), N);
-    dbias = static_cast<const float*>(device_weight(w.bias, "linear"));
-  }
-  DeviceBuffer dx = upload(x.raw(), x.nbytes(), "linear");
-  DeviceBuffer xb = output(size_t(M * K) * 2, "linear"), yb = output(size_t(M * N) * 2, "linear");
-  DeviceBuffer out = output(size_t(M * N) * 4, "linear");
-  launch_f32_to_bf16(dx.get<float>(), M * K, xb.get<uint16_t>(), stream_);
-  mxfp4_gemm(dw, xb.get<uint16_t>(), int(M), yb.get<uint16_t>(), stream_);
-  launch_bf16_to_f32_bias(yb.get<uint16_t>(), dbias, M, N, out.get<float>(), stream_);
-  return download(out, {M, N}, "linear");
+Tensor CudaOps::slice_cols(const Tensor& x_in, int64_t groups, int64_t begin, int64_t end) {
+  const int64_t rows = activation_rows(x_in, "slice_cols"), d = row_width(x_in);
+  MX_CHECK(groups > 0 && d % groups == 0 && 0 <= begin && begin <= end && end <= d / groups,
+           "slice_cols [{}, {}) of {} groups in {}", begin, end, groups, x_in.describe());
+  Tensor x = to_device(x_in);
+  const int64_t w = end - begin;
+  Tensor out = fresh(DType::F32, {rows, groups * w});
+  launch_slice_cols(f32(x), rows, groups, d / groups, begin, w, f32(out), stream_);
+  check_launch("slice_cols");
+  return out;
 }
 
-Tensor CudaOps::linear(const Tensor& x, const LinearWeight& w) {
-  if (w.format == WeightFormat::Mxfp4) {
-    const bool w4a4 = mode_ == ActivationMode::W4A4 && w.quantize_input;
-    const bool packable = w.out_features % 16 == 0 && w.in_features % 64 == 0 && w.out_features > 0 &&
-                          w.weight.dtype() == DType::U8 && w.scale.defined() &&
-                          (w.scale.dtype() == DType::U8 || w.scale.dtype() == DType::E8M0);
-    if (!w4a4 && packable && activation_rows(x, "linear") > 0) return linear_mxfp4(x, w);
-    return cpu_->linear(x, w);
-  }
-  // Dense F32/BF16 weights run the kernel below; FP8, INT4 and F16 run on the
-  // CPU reference.
-  if (w.format != WeightFormat::Dense || !is_bf16_or_f32(w.weight)) return cpu_->linear(x, w);
-  const int64_t M = activation_rows(x, "linear"), K = row_width(x), N = w.out_features;
-  MX_CHECK(K == w.in_features && w.weight.numel() == N * K, "linear: input {} for weight {} [{}, {}]", x.describe(),
-           w.weight.describe(), N, K);
-  const void* dw = device_weight(w.weight, "linear");
-  const float* dbias = nullptr;
-  if (w.bias.defined()) {
-    MX_CHECK(w.bias.dtype() == DType::F32 && w.bias.numel() == N, "linear: bias {} for {} outputs",
-             w.bias.describe(), N);
-    dbias = static_cast<const float*>(device_weight(w.bias, "linear"));
-  }
-  DeviceBuffer dx = upload(x.raw(), x.nbytes(), "linear");
-  DeviceBuffer out = output(size_t(M * N) * 4, "linear");
-  launch_dense_linear(dx.get<float>(), dw, w.weight.dtype() == DType::BF16, dbias, M, N, K, out.get<float>(), stream_);
-  return download(out, {M, N}, "linear");
+Tensor CudaOps::gather_rows(const Tensor& x_in, const std::vector<int64_t>& rows) {
+  const int64_t n = activation_rows(x_in, "gather_rows"), d = row_width(x_in);
+  Tensor idx = upload_indices(rows, n, "gather_rows");
+  Tensor x = to_device(x_in);
+  Shape s = x.shape();
+  s[0] = int64_t(rows.size());
+  Tensor out = fresh(DType::F32, s);
+  launch_gather_rows(f32(x), idx.data<int64_t>(), int64_t(rows.size()), d, f32(out), stream_);
+  check_launch("gather_rows");
+  return out;
+}
+
+void CudaOps::scatter_rows(Tensor& dst, const std::vector<int64_t>& rows, const Tensor& src_in) {
+  const int64_t n = activation_rows(dst, "scatter_rows"), d = row_width(dst);
+  MX_CHECK(src_in.numel() == int64_t(rows.size()) * d, "scatter_rows: {} rows of {} into {}", rows.size(),
+           src_in.describe(), dst.describe());
+  Tensor idx = upload_indices(rows, n, "scatter_rows");
+  Tensor src = to_device(src_in);
+  update_in_place(dst, [&](Tensor& dd) {
+    launch_scatter_rows(f32(dd), idx.data<int64_t>(), int64_t(rows.size()), d, f32(src), stream_);
+    check_launch("scatter_rows");
+  });
+}
+
+Tensor CudaOps::concat_cols(const Tensor& a_in, const Tensor& b_in, int64_t groups, bool shared_b) {
+  const int64_t rows = activation_rows(a_in, "concat_cols");
+  activation_rows(b_in, "concat_cols");
+  MX_CHECK(groups > 0 && b_in.dim(0) == rows && row_width(a_in) % groups == 0, "concat_cols: {} and {} in {} groups",
+           a_in.describe(), b_in.describe(), groups);
+  const int64_t da = row_width(a_in) / groups, bw = row_width(b_in);
+  MX_CHECK(shared_b || bw % groups == 0, "concat_cols: {} is not {} groups", b_in.describe(), groups);
+  const int64_t db = shared_b ? bw : bw / groups;
+  Tensor a = to_device(a_in), b = to_device(b_in);
+  Tensor out = fresh(DType::F32, {rows, groups, da + db});
+  launch_concat_cols(f32(a), f32(b), rows, groups, da, db, shared_b, f32(out), stream_);
+  check_launch("concat_cols");
+  return out;
 }
 
 std::unique_ptr<Ops> make_cuda_ops(ActivationMode mode, CudaOpsOptions options) {

@@ -1,140 +1,169 @@
-// The CUDA backend of ops.h (first slice, issue 7). Tensors stay host-resident
-// (core/tensor.h has no device storage yet): each GPU op uploads its
-// activations, runs on the backend's stream and downloads the result. Weights
-// (embedding tables, norm weights, dense linear weights) are uploaded once and
-// cached by their host storage. Ops without a CUDA kernel yet are forwarded to
-// the CPU reference backend, so CudaOps is a complete Ops; gpu_ops() lists the
-// ones that run on the GPU (docs/cuda-backend.md).
+// The CUDA backend of ops.h. Activations live on the GPU for the whole forward
+// pass: every op takes and returns F32 device tensors (device_memory.h; a host
+// tensor given as input is uploaded first, a host tensor updated in place is
+// copied back) and runs on the backend's own stream without host
+// synchronization, except to_host() and the generic fused-MoE path (one small
+// copy of the expert ids per MoE layer). Weights arrive as host tensors (the
+// mmap'd checkpoint) and are uploaded once, at first use, keyed by their host
+// address (the host storage is kept alive so the address cannot be reused):
+//   Dense F32/F16 -> F32 (cuBLAS SGEMM, F32 math), Dense BF16 -> BF16 (cuBLAS
+//   GEMM, activations rounded to BF16, F32 accumulate and output), MXFP4 ->
+//   the kernel layout of src/cuda (mxfp4_gemm; W4A4 quantize-dequantizes x on
+//   the GPU bit-exactly as the CPU), FP8 block / INT4 group -> dequantized to
+//   BF16 once (2x / 4x their stored size in GPU memory) and the BF16 path.
+// Attention ops go to CudaAttention (cuda_attention.h: device KV cache and
+// kernels), or with CudaOpsOptions::cpu_attention to the CPU reference over a
+// host-resident KV cache (activations copied across for those ops only).
+// docs/cuda-backend.md lists where each op runs and the parity thresholds.
 #pragma once
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cuda/backend/cuda_attention.h"
+#include "cuda/mxfp4_kernels.h"
 #include "ops/ops.h"
 
 namespace mx::cuda {
 
 struct CudaOpsOptions {
   int device = 0;
-  // Fill every device output buffer with NaN before its kernel runs, so an
-  // element a kernel forgets to write shows up (parity tests).
+  // Fill every fresh device tensor with NaN, so an element a kernel forgets to
+  // write shows up (parity tests).
   bool poison_outputs = false;
-};
-
-// A cudaMalloc'ed buffer, freed on destruction.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(size_t bytes, const char* op);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T = void>
-  T* get() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+  // Reference numerics: Dense BF16 linears keep F32 activations (a warp per
+  // output, BF16 weights widened), FP8/INT4/MXFP4 weights are dequantized to
+  // F32 (SGEMM, the generic fused-MoE path),
+  // and attention takes CudaAttention's CUDA-core kernel (F32 math), so
+  // results match the CPU backend to F32 rounding. Slow; for parity runs.
+  bool f32_activations = false;
+  // Attention ops on the CPU reference over a host KV cache instead of
+  // CudaAttention (the op's activations are copied across). Isolates the
+  // non-attention ops in whole-model parity runs.
+  bool cpu_attention = false;
 };
 
 class CudaOps : public Ops {
  public:
   CudaOps(ActivationMode mode, CudaOpsOptions options);
-  // linear on MXFP4 weights runs mxfp4_gemm (src/cuda/mxfp4_kernels.h), which
-  // takes BF16 activations: x is rounded to BF16 on the GPU and y comes back
-  // through BF16 (W4A16 as that kernel defines it). W4A4 inputs, shapes the
-  // kernel layout refuses (N % 16, K % 64) go to the CPU reference.
   ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
 
-  // The ops that run CUDA kernels (the rest run on the CPU reference).
-  static std::vector<std::string> gpu_ops();
+  // Which ops run CUDA kernels (all of ops.h; the attention ops not with
+  // cpu_attention).
+  std::vector<std::string> gpu_ops() const;
+
+  cudaStream_t stream() const { return stream_; }
+  // A device copy of a host tensor (a device tensor is returned as is).
+  Tensor to_device(const Tensor& t);
+
+  Tensor empty(DType dtype, Shape shape) override;
+  Tensor to_host(const Tensor& t) override;
+  void begin_step() override;
+  void prepare(const std::vector<int32_t>& positions) override;
+  void prepare(const AttentionMeta& meta) override;
 
   Tensor embedding(const Tensor& table, const std::vector<int32_t>& ids) override;
   Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) override;
   Tensor add_rms_norm(Tensor& residual, const Tensor& delta, const Tensor& weight, float eps) override;
+  void add_inplace(Tensor& x, const Tensor& delta) override;
+  void axpy_inplace(Tensor& x, const Tensor& delta, float scale) override;
   void rope_inplace(Tensor& x, const std::vector<int32_t>& positions, const RopeTable& rope, int64_t heads,
                     int64_t head_stride, int64_t offset) override;
   Tensor silu_and_mul(const Tensor& gate, const Tensor& up) override;
-  Tensor linear(const Tensor& x, const LinearWeight& w) override;
+  Tensor slice_cols(const Tensor& x, int64_t groups, int64_t begin, int64_t end) override;
+  Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) override;
+  void scatter_rows(Tensor& dst, const std::vector<int64_t>& rows, const Tensor& src) override;
+  Tensor concat_cols(const Tensor& a, const Tensor& b, int64_t groups, bool shared_b) override;
 
-  // Tensors are still host-resident in this slice.
-  Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, std::move(shape)); }
-  Tensor to_host(const Tensor& t) override { return t; }
+  Tensor linear(const Tensor& x, const LinearWeight& w) override;             // cuda_linear.cc
+  Tensor head_matmul(const Tensor& x, const Tensor& w, bool transpose_w) override;
 
-  // ---- forwarded to the CPU reference (no CUDA kernel yet) ----
-  void add_inplace(Tensor& x, const Tensor& delta) override { cpu_->add_inplace(x, delta); }
-  void axpy_inplace(Tensor& x, const Tensor& delta, float scale) override { cpu_->axpy_inplace(x, delta, scale); }
-  Tensor slice_cols(const Tensor& x, int64_t groups, int64_t begin, int64_t end) override {
-    return cpu_->slice_cols(x, groups, begin, end);
-  }
-  Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) override { return cpu_->gather_rows(x, rows); }
-  void scatter_rows(Tensor& dst, const std::vector<int64_t>& rows, const Tensor& src) override {
-    cpu_->scatter_rows(dst, rows, src);
-  }
-  Tensor concat_cols(const Tensor& a, const Tensor& b, int64_t groups, bool shared_b) override {
-    return cpu_->concat_cols(a, b, groups, shared_b);
-  }
-  Tensor head_matmul(const Tensor& x, const Tensor& w, bool transpose_w) override {
-    return cpu_->head_matmul(x, w, transpose_w);
-  }
-  MoeRouting route_noaux_tc(const Tensor& logits, const Tensor& bias, const RoutingParams& p) override {
-    return cpu_->route_noaux_tc(logits, bias, p);
-  }
-  MoeRouting route_softmax(const Tensor& logits, const RoutingParams& p) override {
-    return cpu_->route_softmax(logits, p);
-  }
-  Tensor fused_moe(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r) override {
-    return cpu_->fused_moe(x, experts, r);
-  }
+  MoeRouting route_noaux_tc(const Tensor& logits, const Tensor& bias, const RoutingParams& p) override;  // cuda_moe.cc
+  MoeRouting route_softmax(const Tensor& logits, const RoutingParams& p) override;
+  Tensor fused_moe(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r) override;
+
+  // attention_ops.cc
   KvLayerCache allocate_kv(int64_t num_blocks, int64_t block_size, int64_t heads, int64_t k_dim, int64_t v_dim,
-                           bool latent, DType dtype) override {
-    return cpu_->allocate_kv(num_blocks, block_size, heads, k_dim, v_dim, latent, dtype);
-  }
-  void store_kv(KvLayerCache& cache, const Tensor& k, const Tensor& v, const std::vector<int64_t>& slots) override {
-    cpu_->store_kv(cache, k, v, slots);
-  }
-  Tensor paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMeta& meta, float scale) override {
-    return cpu_->paged_attention(q, cache, meta, scale);
-  }
+                           bool latent, DType dtype) override;
+  void store_kv(KvLayerCache& cache, const Tensor& k, const Tensor& v, const std::vector<int64_t>& slots) override;
+  Tensor paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMeta& meta, float scale) override;
   Tensor gather_cached_k(const KvLayerCache& cache, const std::vector<int32_t>& block_table,
-                         int64_t num_tokens) override {
-    return cpu_->gather_cached_k(cache, block_table, num_tokens);
-  }
-  Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale) override {
-    return cpu_->attention(q, k, v, scale);
-  }
+                         int64_t num_tokens) override;
+  Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale) override;
 
  private:
+  // A weight (or weight-derived table) on the device, with the host storage it
+  // came from kept alive so its address stays unique.
   struct CachedWeight {
-    std::shared_ptr<Storage> keep_alive;  // the host bytes cannot be freed and their address reused
-    DeviceBuffer buffer;
-  };
-
-  struct PackedWeight {
     std::shared_ptr<Storage> keep_alive;
-    DeviceBuffer codes, scales;
+    Tensor device;
+  };
+  struct CachedLinear {
+    std::shared_ptr<Storage> keep_alive;
+    enum class Kind { F32, Bf16, Mxfp4 } kind = Kind::F32;
+    Tensor weight;           // F32 / BF16 [N, K], or MXFP4 kernel-layout codes
+    Tensor scales;           // MXFP4 kernel-layout scales
     bool big_scales = false;
+    Tensor bias;             // F32 [N] or undefined
+  };
+  // One MoE layer's MXFP4 experts in fused_moe_decode's layout (cuda_moe.cc).
+  struct PackedMoe {
+    std::vector<std::shared_ptr<Storage>> keep_alive;
+    Tensor w13_codes, w13_scales, w2_codes, w2_scales;
+    MoeWeights weights;
   };
 
-  Tensor linear_mxfp4(const Tensor& x, const LinearWeight& w);
-  DeviceBuffer upload(const void* host, size_t bytes, const char* op);
-  DeviceBuffer output(size_t bytes, const char* op);
-  const void* device_weight(const Tensor& w, const char* op);
-  Tensor download(const DeviceBuffer& d, Shape shape, const char* op);
-  void finish(const char* op);  // checks the launch, waits for the stream
+  Tensor fresh(DType dtype, Shape shape);  // device_empty on the stream, poisoned when asked
+  // The device copy of a weight-like host tensor, made once; `as_f32` converts
+  // other dtypes to F32 first (BF16/F32 are kept as they are unless forced).
+  const Tensor& device_weight(const Tensor& w, const char* op, bool force_f32 = false);
+  const CachedLinear& device_linear(const LinearWeight& w);
+  Tensor upload_indices(const std::vector<int64_t>& rows, int64_t limit, const char* op);
+  template <typename F>
+  void update_in_place(Tensor& x, F&& f);
+  void check_launch(const char* op);
+  Tensor linear_on(const Tensor& x, const CachedLinear& cl, const LinearWeight& w);
+  MoeRouting route(const Tensor& logits, const Tensor& bias, const RoutingParams& p, bool sigmoid);
+  const PackedMoe* packed_moe(const std::vector<ExpertWeights>& experts);
+  Tensor fused_moe_generic(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r);
+
+  // Owners of the stream and the cuBLAS handle, declared first so that they
+  // outlive every device tensor of this object (freed stream-ordered on it).
+  struct StreamOwner {
+    explicit StreamOwner(int device);
+    ~StreamOwner();
+    cudaStream_t stream = nullptr;
+  };
+  struct CublasOwner {
+    explicit CublasOwner(cudaStream_t stream);
+    ~CublasOwner();
+    cublasHandle_t handle = nullptr;
+  };
 
   CudaOpsOptions options_;
-  cudaStream_t stream_ = nullptr;
   ActivationMode mode_;
-  std::unique_ptr<Ops> cpu_;
+  StreamOwner stream_owner_;
+  cudaStream_t stream_;
+  CublasOwner cublas_owner_;
+  cublasHandle_t cublas_;
+  std::unique_ptr<Ops> cpu_;  // the cpu_attention path
+  CudaAttention attention_;
   std::map<std::pair<const uint8_t*, size_t>, CachedWeight> weights_;
-  std::map<const uint8_t*, PackedWeight> mxfp4_weights_;  // kernel layout (host/mxfp4_layout.h)
+  std::map<const uint8_t*, CachedLinear> linears_;
+  std::map<const uint8_t*, std::unique_ptr<PackedMoe>> moes_;
+  std::map<std::vector<float>, Tensor> rope_freqs_;
+  // prepare(positions): the step's positions on the device, recognized by the
+  // host vector's address and length until begin_step().
+  const std::vector<int32_t>* prepared_positions_ = nullptr;
+  size_t prepared_positions_size_ = 0;
+  Tensor positions_;
 };
 
 std::unique_ptr<Ops> make_cuda_ops(ActivationMode mode, CudaOpsOptions options = {});

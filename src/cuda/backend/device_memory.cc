@@ -53,7 +53,12 @@ Tensor device_empty(DType dtype, Shape shape, cudaStream_t stream, bool poison) 
 Tensor device_persistent(DType dtype, Shape shape, const char* what) {
   const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
   auto storage = std::make_shared<DeviceStorage>(bytes, DeviceStorage::Kind::Persistent, nullptr, what);
-  if (bytes) check_cuda(cudaMemset(storage->data(), 0, bytes), what, "cudaMemset");
+  if (bytes) {
+    check_cuda(cudaMemset(storage->data(), 0, bytes), what, "cudaMemset");
+    // cudaMemset runs on the legacy stream, which does not order against the
+    // backends' non-blocking streams: finish it before anyone writes.
+    check_cuda(cudaDeviceSynchronize(), what, "cudaDeviceSynchronize");
+  }
   return Tensor(std::move(storage), 0, dtype, std::move(shape));
 }
 

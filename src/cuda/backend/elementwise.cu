@@ -61,6 +61,62 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
   }
 }
 
+__global__ void axpy_kernel(float* x, const float* delta, float scale, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] += scale * delta[i];
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t M, int64_t N) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += bias[i % N];
+}
+
+// quant/mxfp4.cc's scale exponent on F32 bits: round amax up to the next power
+// of two when its mantissa is >= 1.75, floor(log2) - 2, clamped.
+__device__ __forceinline__ int mxfp4_scale_exponent(float amax) {
+  const uint32_t rounded = (__float_as_uint(fabsf(amax)) + 0x00200000u) & 0xFF800000u;
+  const int field = int(rounded >> 23);
+  if (field == 0xff) return 127;
+  if (field == 0) return -127;
+  return min(max(field - 127 - 2, -127), 127);
+}
+
+// E2M1 magnitude with ties to the even code (core/dtype.cc f32_to_e2m1).
+__device__ __forceinline__ float e2m1_round(float v) {
+  if (v <= 0.25f) return 0.f;
+  if (v < 0.75f) return 0.5f;
+  if (v <= 1.25f) return 1.f;
+  if (v < 1.75f) return 1.5f;
+  if (v <= 2.5f) return 2.f;
+  if (v < 3.5f) return 3.f;
+  if (v <= 5.0f) return 4.f;
+  return 6.f;
+}
+
+// One warp per 32-value block: lane i owns value i.
+__global__ void qdq_f32_kernel(const float* x, int64_t blocks, uint16_t* out) {
+  const int64_t block = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (block >= blocks) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32;
+  const float v = x[block * 32 + lane];
+  float amax = fabsf(v);
+  bool nan = isnan(v);
+  for (int o = 16; o > 0; o /= 2) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    nan |= __shfl_xor_sync(0xffffffffu, int(nan), o) != 0;
+  }
+  float q;
+  if (nan) {
+    q = __uint_as_float(0x7fc00000u);
+  } else {
+    const int e = mxfp4_scale_exponent(amax);
+    // x * 2^-e and code * 2^e exactly as ldexp does (IEEE multiply by a power of two).
+    const float mag = e2m1_round(fabsf(ldexpf(v, -e)));
+    q = copysignf(ldexpf(mag, e), v);
+  }
+  out[block * 32 + lane] = __bfloat16_as_ushort(__float2bfloat16_rn(q));
+}
+
 __global__ void silu_and_mul_kernel(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float g = gate[i];
@@ -105,6 +161,19 @@ void launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t s
 void launch_bf16_to_f32_bias(const uint16_t* y_bf16, const float* bias, int64_t M, int64_t N, float* y,
                              cudaStream_t stream) {
   if (M * N > 0) bf16_to_f32_bias_kernel<<<grid_for(M * N), 256, 0, stream>>>(y_bf16, bias, M, N, y);
+}
+
+void launch_axpy(float* x, const float* delta, float scale, int64_t n, cudaStream_t stream) {
+  if (n) axpy_kernel<<<grid_for(n), 256, 0, stream>>>(x, delta, scale, n);
+}
+
+void launch_add_bias(float* y, const float* bias, int64_t M, int64_t N, cudaStream_t stream) {
+  if (M * N > 0) add_bias_kernel<<<grid_for(M * N), 256, 0, stream>>>(y, bias, M, N);
+}
+
+void launch_mxfp4_qdq_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
+  const int64_t blocks = n / 32;
+  if (blocks) qdq_f32_kernel<<<(blocks + 7) / 8, 256, 0, stream>>>(x, blocks, out);
 }
 
 void launch_embedding(const void* table, bool table_bf16, const int32_t* ids, int64_t tokens, int64_t d,
