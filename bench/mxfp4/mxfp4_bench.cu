@@ -251,16 +251,20 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
       const uint16_t* xin = a4 ? xq.p : x.p;
       reference_linear(raw_c.p, raw_s.p, N, K, xin, M, ref.p, s);
+      // (kernel, k_slices or k_splits): 0 = auto. Kernel 1 = strip kernel with
+      // register loads (the first version), 2 = strip kernel with the cp.async
+      // ring, 3 = tiled tensor-core kernel.
       std::vector<std::pair<int, int>> variants = {{0, 0}};
       if (!a4 && !big_scales) {
-        if (M <= 16) variants.insert(variants.end(), {{1, 4}, {1, 8}, {1, 16}});
-        else variants.insert(variants.end(), {{1, 4}, {2, 4}});
+        if (M <= 16) variants.insert(variants.end(), {{1, 16}, {2, 0}});
+        else variants.insert(variants.end(), {{1, 4}, {3, 0}, {3, 1}, {3, 4}});
       }
-      for (auto [spc, ks] : variants) {
+      for (auto [kernel, kparam] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
-        cfg.strips_per_cta = spc;
-        cfg.k_slices = ks;
+        cfg.kernel = kernel;
+        if (kernel == 3) cfg.k_splits = kparam;
+        else cfg.k_slices = kparam;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
         mxfp4_gemm(weight(0), xin, M, y.p, s, cfg);
         CK(cudaStreamSynchronize(s));
@@ -280,8 +284,10 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
         r.rel_err = err.rel;
         r.nan_count = err.nan;
-        r.note = spc ? "spc=" + std::to_string(spc) + " ks=" + std::to_string(ks)
-                     : "auto" + std::string(a4 ? " (qdq+gemm)" : "");
+        if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
+        else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
+        else if (kernel == 2) r.note = "ring ks=" + std::to_string(kparam);
+        else r.note = "tiled splits=" + std::to_string(kparam);
         emit(r);
       }
     }
@@ -314,17 +320,19 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
   w.experts = E;
   w.hidden = H;
   w.intermediate = I;
-  const int sets = 8;
   std::mt19937_64 rng(next_seed());
   for (int T : Ts) {
-    // Routing sets: distinct experts per token, positive weights summing to 1.
+    // Routing sets (rotated while timing): distinct experts per token, positive
+    // weights summing to 1. Prefill sizes use 2 sets (their weights exceed L2
+    // anyway).
+    const int sets = T >= 512 ? 2 : 8;
     std::vector<int> ids(size_t(sets) * T * topk);
     std::vector<float> wts(ids.size());
     std::vector<double> touched(sets);
+    std::vector<int> perm(E);
     for (int st = 0; st < sets; ++st) {
       std::vector<char> used(E, 0);
       for (int t = 0; t < T; ++t) {
-        std::vector<int> perm(E);
         std::iota(perm.begin(), perm.end(), 0);
         float sum = 0;
         for (int k = 0; k < topk; ++k) {
@@ -346,76 +354,105 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     DeviceBuffer<uint16_t> x(size_t(sets) * T * H);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
     DeviceBuffer<float> out(size_t(sets) * T * H);
-    DeviceBuffer<uint8_t> ws(fused_moe_workspace_bytes(w, T, topk) * sets);
     const size_t ws_bytes = fused_moe_workspace_bytes(w, T, topk);
-    MoeConfig cfg;
-    auto step = [&](int st) {
-      fused_moe_decode(w, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
-                       dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
-                       ws.p + ws_bytes * st, s, cfg);
-    };
-    for (int variant : {0, 1, 4, 8}) {
-    cfg.down_k_slices = variant == 8 ? 0 : variant;
-    cfg.gate_up_k_slices = variant == 8 ? 8 : 0;
-    // Correctness on set 0: poisoned output and scratch, fresh inputs.
-    CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
-    CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
-    step(0);
-    CK(cudaStreamSynchronize(s));
-    std::vector<float> got = out.download();
-    std::vector<double> ref(size_t(T) * H, 0.0);
+    DeviceBuffer<uint8_t> ws(ws_bytes * sets);
+    // Reference on set 0 for every token, or for 32 evenly spaced tokens when
+    // T > 40 (each reference pair is three launches).
+    std::vector<int> check_tokens;
+    for (int t = 0; t < T; ++t)
+      if (T <= 40 || t % (T / 32) == 0) check_tokens.push_back(t);
+    std::vector<double> ref(check_tokens.size() * size_t(H), 0.0);
     {
       DeviceBuffer<float> gu(2 * I), y(H);
       DeviceBuffer<uint16_t> h(I);
       std::vector<float> hy;
-      for (int t = 0; t < T; ++t)
+      for (size_t ci = 0; ci < check_tokens.size(); ++ci) {
+        const int t = check_tokens[ci];
         for (int k = 0; k < topk; ++k) {
           const int e = ids[size_t(t) * topk + k];
           reference_linear(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, x.p + size_t(t) * H, 1, gu.p, s);
           reference_silu_mul(gu.p, I, h.p, s);
           reference_linear(r2c.p + e * c2, r2s.p + e * s2, H, I, h.p, 1, y.p, s);
           hy = y.download();
-          for (int n = 0; n < H; ++n) ref[size_t(t) * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
+          for (int n = 0; n < H; ++n) ref[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
         }
-    }
-    double num = 0, den = 0;
-    long nan = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      if (std::isnan(got[i])) { ++nan; continue; }
-      num += (got[i] - ref[i]) * (got[i] - ref[i]);
-      den += ref[i] * ref[i];
+      }
     }
     const double avg_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / sets;
     const double bytes = avg_touched * 3.0 * H * I * 0.53125 + 2.0 * T * H + 4.0 * T * H;
-    Row r;
-    r.kernel = "fused_moe";
-    r.shape = "kimi E" + std::to_string(E) + " H7168 I2048 top8";
-    r.M = T;
-    r.mode = "W4A16";
-    r.us = median_us([&](int i) { step(i % sets); }, 200, s);
-    r.floor_us = floor_us(bytes);
-    r.rel_err = std::sqrt(num / std::max(den, 1e-300));
-    r.nan_count = nan;
-    r.extra = avg_touched;
-    r.note = variant == 8 ? std::string("3 launches, events, gate_up_k_slices=8")
-                          : std::string("3 launches, events, down_k_slices=") +
-                                (variant ? std::to_string(variant) : "auto");
-    emit(r);
-    if (variant) continue;
-    // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int st = 0; st < sets; ++st) step(st);
-    CK(cudaStreamEndCapture(s, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    const double graph_us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 50, s) / sets;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    Row g = r;
-    g.us = graph_us;
-    g.note = "CUDA graph, mean of 8 steps, auto";
-    emit(g);
+    const double flops = 6.0 * T * topk * double(H) * I;
+    const int iters = T >= 512 ? 20 : 200;
+    // MoeConfig fields per variant; all 0 = auto (also timed as a CUDA graph).
+    struct Variant {
+      const char* label;
+      int path, down_ks, loads, pdl;
+    };
+    std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}};
+    if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
+    if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
+    if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
+    if (T == 1 || T == 40) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
+    if (T == 512) variants.push_back({"routed, registers", 1, 0, 1, 2});
+    if (T >= 512) variants.push_back({"prefill on wgmma", 4, 0, 0, 0});
+    for (const Variant& v : variants) {
+      MoeConfig cfg;
+      cfg.path = v.path;
+      cfg.down_k_slices = v.down_ks;
+      cfg.weight_loads = v.loads;
+      cfg.pdl = v.pdl;
+      auto step = [&](int st) {
+        fused_moe_decode(w, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
+                         dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
+                         ws.p + ws_bytes * st, s, cfg);
+      };
+      // Correctness on set 0: poisoned output and scratch, fresh inputs.
+      CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
+      CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
+      step(0);
+      CK(cudaStreamSynchronize(s));
+      std::vector<float> got = out.download();
+      double num = 0, den = 0;
+      long nan = 0;
+      for (size_t i = 0; i < size_t(T) * H; ++i) nan += std::isnan(got[i]);
+      for (size_t ci = 0; ci < check_tokens.size(); ++ci)
+        for (int n = 0; n < H; ++n) {
+          const double o = got[size_t(check_tokens[ci]) * H + n], r = ref[ci * H + n];
+          if (std::isnan(o)) continue;
+          num += (o - r) * (o - r);
+          den += r * r;
+        }
+      Row r;
+      r.kernel = "fused_moe";
+      r.shape = "kimi E" + std::to_string(E) + " H7168 I2048 top8";
+      r.M = T;
+      r.mode = "W4A16";
+      r.us = median_us([&](int i) { step(i % sets); }, iters, s);
+      // From 512 tokens the MoE is compute-shaped: the floor is the larger of the
+      // byte floor and the FLOPs at the BF16 dense datasheet peak (989 TFLOP/s).
+      r.floor_us = T >= 512 ? std::max(floor_us(bytes), flops / 989e6) : floor_us(bytes);
+      r.rel_err = std::sqrt(num / std::max(den, 1e-300));
+      r.nan_count = nan;
+      r.extra = avg_touched;
+      char tf[64];
+      std::snprintf(tf, sizeof tf, ", %.0f TFLOP/s", flops / r.us / 1e6);
+      r.note = std::string(v.label) + ", events" + (T >= 512 ? tf : "") +
+               (T > 40 ? ", err on 32 tokens" : "");
+      emit(r);
+      if (v.path != 0 || v.pdl != 0 || T >= 512) continue;
+      // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int st = 0; st < sets; ++st) step(st);
+      CK(cudaStreamEndCapture(s, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      const double graph_us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 50, s) / sets;
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      Row g = r;
+      g.us = graph_us;
+      g.note = "auto, CUDA graph, mean of 8 steps";
+      emit(g);
     }
   }
 }
@@ -480,7 +517,7 @@ int main(int argc, char** argv) {
     const std::vector<int> Ms = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64};
     for (const Shape& sh : shapes) bench_dense(sh, Ms, s, false);
     bench_dense({"expert_gate_up", 4096, 7168}, {1, 64}, s, true);
-    bench_moe(quick ? std::vector<int>{1, 40} : std::vector<int>{1, 2, 8, 40}, s, 384);
+    bench_moe(quick ? std::vector<int>{1, 2, 8, 40, 8192} : std::vector<int>{1, 2, 8, 40, 512, 8192}, s, 384);
 
     std::printf("\n| kernel | shape | M/T | mode | time us | floor us | ratio | rel err | unwritten | note |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");

@@ -42,7 +42,7 @@ for name, N, K in shapes:
 E, H, I, topk = 384, 7168, 2048, 8
 w13 = torch.randn(E, H, 2 * I, dtype=torch.bfloat16, device="cuda") * 0.02
 w2 = torch.randn(E, I, H, dtype=torch.bfloat16, device="cuda") * 0.02
-for T in ([1, 40] if args.quick else [1, 2, 8, 40]):
+for T in ([1, 2, 8, 40, 8192] if args.quick else [1, 2, 8, 40, 512, 8192]):
     x = torch.randn(T, H, dtype=torch.bfloat16, device="cuda")
     idx = torch.stack([torch.randperm(E, device="cuda")[:topk] for _ in range(T)])
     def step():  # as in mxfp4_peers.main
@@ -54,4 +54,6 @@ for T in ([1, 40] if args.quick else [1, 2, 8, 40]):
         return torch._grouped_mm((torch.nn.functional.silu(g) * u).contiguous(), w2, offs=offs)
     step()
     t = do_bench(step, return_mode="median")
-    emit(what="moe", T=T, touched=int(torch.unique(idx).numel()), torch_bf16_grouped_us=round(t * 1e3, 1))
+    tflops = 6.0 * T * topk * H * I / (t * 1e-3) / 1e12
+    emit(what="moe", T=T, touched=int(torch.unique(idx).numel()), torch_bf16_grouped_us=round(t * 1e3, 1),
+         torch_tflops=round(tflops, 1))

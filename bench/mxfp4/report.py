@@ -21,6 +21,8 @@ for r in ours:
         if p:
             peer = p["torch_bf16_grouped_us"]
             peer_name = "torch bf16 grouped %.1f" % peer
+            if r["M"] >= 512 and "torch_tflops" in p:
+                peer_name += " (%.0f TFLOP/s)" % p["torch_tflops"]
     ratio = "%.2f" % (r["us"] / r["floor_us"]) if r["floor_us"] > 0 else ""
     vs = "%.2f" % (peer / r["us"]) if peer and r["us"] > 0 else ""
     err = "%.2e" % r["rel_err"] if r["rel_err"] >= 0 else ""

@@ -1,15 +1,22 @@
-// Fused MoE for decode (few tokens, many experts): route -> gate_up -> down.
-//   1. route: one CTA counts tokens per expert, scans, and writes each expert's
-//      list of (token, slot) pairs plus the list of experts that got any;
-//   2. gate_up: grid (I/8 strips, max active experts); CTAs past the real
-//      number of active experts leave at once. Each strip holds 8 gate and the
-//      matching 8 up rows, so SiLU(gate) * up happens in the epilogue; h is
-//      BF16 [pairs, I] in routed order. Also zeroes `out` for step 3;
-//   3. down: grid (H/16 strips, max active experts); the CTA's warps split I,
-//      meet in shared memory, and add weight * result into out with FP32
-//      atomics.
-// Nothing is read back by the host, so the three launches can be captured in
-// a CUDA graph.
+// Fused MoE: routing ids -> per-expert token lists -> gate_up (+SiLU*up) ->
+// down (+weighted combine into FP32 out). Paths (MoeConfig::path, docs/kernels.md):
+//   decode, routed: 1. route: one CTA counts (token, slot) pairs per expert,
+//      scans, writes each expert's pair list and the list of experts that got
+//      any; 2. gate_up: grid (I/8 strips, max active experts), CTAs past the
+//      real number of active experts leave at once; each strip holds 8 gate and
+//      the matching 8 up rows, so SiLU(gate) * up happens in the epilogue; h is
+//      BF16 [pairs, I]; also zeroes `out`; 3. down: grid (H/16 strips / CTA,
+//      max active experts); warps split I, meet in shared memory, and add
+//      weight * result into out with FP32 atomics;
+//   decode, direct (<= 64 pairs): no route launch; CTA y of gate_up/down takes
+//      pair y's expert, finds that expert's pairs itself with two ballots, and
+//      leaves unless y is the expert's first pair;
+//   prefill (fused_moe_prefill.cu): route also cuts each expert's pairs into
+//      tiles of 64; gate_up and down run as tensor-core tiles.
+// The ring variants stream weights through cp.async rings, and down is
+// launched with programmatic dependent launch: its CTAs issue their first
+// weight copies while gate_up finishes. Nothing is read back by the host, so
+// every path can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +25,7 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
 
 namespace mx::cuda {
@@ -26,29 +34,32 @@ namespace {
 
 constexpr int kRouteThreads = 1024;
 constexpr int kDownWarps = 4;
-
-struct MoeScratch {
-  int* offsets;       // E + 1
-  int* sorted_pairs;  // T * topk, pair = token * topk + slot
-  int* active;        // E
-  int* num_active;    // 1
-  uint16_t* h;        // T * topk * I (BF16)
-};
+constexpr int kGateUpWarps = 4;
+constexpr int kDirectMaxPairs = 64;
+constexpr int kRingDepth = 8;
+constexpr int kGateUpSmem = kGateUpWarps * dev::ring_bytes(kRingDepth);
+constexpr int kDownSmem = kDownWarps * dev::ring_bytes(kRingDepth);
 
 size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
 
 MoeScratch carve(void* ws, int E, int pairs, int I) {
   char* p = static_cast<char*>(ws);
+  auto take = [&](size_t bytes) {
+    char* q = p;
+    p += align256(bytes);
+    return q;
+  };
+  const int tiles = moe_max_tiles(pairs, E);
   MoeScratch s;
-  s.offsets = reinterpret_cast<int*>(p);
-  p += align256(sizeof(int) * (E + 1));
-  s.sorted_pairs = reinterpret_cast<int*>(p);
-  p += align256(sizeof(int) * pairs);
-  s.active = reinterpret_cast<int*>(p);
-  p += align256(sizeof(int) * E);
-  s.num_active = reinterpret_cast<int*>(p);
-  p += 256;
-  s.h = reinterpret_cast<uint16_t*>(p);
+  s.offsets = reinterpret_cast<int*>(take(sizeof(int) * (E + 1)));
+  s.sorted_pairs = reinterpret_cast<int*>(take(sizeof(int) * pairs));
+  s.active = reinterpret_cast<int*>(take(sizeof(int) * E));
+  s.num_active = reinterpret_cast<int*>(take(sizeof(int)));
+  s.tile_expert = reinterpret_cast<int*>(take(sizeof(int) * tiles));
+  s.tile_start = reinterpret_cast<int*>(take(sizeof(int) * tiles));
+  s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
+  s.h = reinterpret_cast<uint16_t*>(take(2 * size_t(pairs) * I));
+  s.xp = reinterpret_cast<uint16_t*>(p);
   return s;
 }
 
@@ -77,9 +88,10 @@ __device__ int block_inclusive_scan(int v, int* warp_sums) {
   return r;
 }
 
+// With make_tiles, also cuts each expert's pair list into tiles of 64 for the
+// prefill path (tile_expert / tile_start / num_tiles).
 __global__ void __launch_bounds__(kRouteThreads)
-    route_kernel(const int* __restrict__ ids, int pairs, int E, int* offsets, int* sorted_pairs,
-                 int* active, int* num_active) {
+    route_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s, bool make_tiles) {
   __shared__ int counts[kRouteThreads];
   __shared__ int cursor[kRouteThreads];
   __shared__ int warp_sums[32];
@@ -95,47 +107,107 @@ __global__ void __launch_bounds__(kRouteThreads)
   const int end = block_inclusive_scan(c, warp_sums);
   const int rank = block_inclusive_scan(c > 0 ? 1 : 0, warp_sums);
   if (tid < E) {
-    offsets[tid + 1] = end;
+    s.offsets[tid + 1] = end;
     cursor[tid] = end - c;
-    if (c > 0) active[rank - 1] = tid;
+    if (c > 0) s.active[rank - 1] = tid;
   }
-  if (tid == 0) offsets[0] = 0;
-  if (tid == kRouteThreads - 1) *num_active = rank;
+  if (tid == 0) s.offsets[0] = 0;
+  if (tid == kRouteThreads - 1) *s.num_active = rank;
+  if (make_tiles) {
+    const int ntiles = (c + 63) / 64;
+    const int tend = block_inclusive_scan(ntiles, warp_sums);
+    for (int j = 0; j < ntiles; ++j) {
+      s.tile_expert[tend - ntiles + j] = tid;
+      s.tile_start[tend - ntiles + j] = end - c + 64 * j;
+    }
+    if (tid == kRouteThreads - 1) *s.num_tiles = tend;
+  }
   __syncthreads();
   for (int p = tid; p < pairs; p += kRouteThreads) {
     const int e = ids[p];
-    if (e >= 0 && e < E) sorted_pairs[atomicAdd(&cursor[e], 1)] = p;
+    if (e >= 0 && e < E) s.sorted_pairs[atomicAdd(&cursor[e], 1)] = p;
   }
 }
 
+// The expert a CTA works on and its pairs (global list or shared copy).
+struct ExpertPairs {
+  int e, cnt;
+  const int* pairs;
+};
+
+// Routed: CTA y is active expert y. Direct (pairs <= 64): CTA y takes pair y's
+// expert if y is that expert's first pair, and collects its pairs with two
+// ballots. cnt == 0: nothing to do (uniform over the CTA).
+template <bool kDirect>
+__device__ ExpertPairs find_expert(const int* __restrict__ ids, int pairs, int E, const MoeScratch& s,
+                                   int* s_pairs, int* s_meta) {
+  if constexpr (!kDirect) {
+    const int a = blockIdx.y;
+    if (a >= *s.num_active) return {0, 0, nullptr};
+    const int e = s.active[a], beg = s.offsets[e];
+    return {e, s.offsets[e + 1] - beg, s.sorted_pairs + beg};
+  } else {
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x, p = blockIdx.y;
+      const int e = ids[p];
+      const int e0 = lane < pairs ? ids[lane] : -1, e1 = lane + 32 < pairs ? ids[lane + 32] : -1;
+      const unsigned b0 = __ballot_sync(0xffffffffu, e0 == e), b1 = __ballot_sync(0xffffffffu, e1 == e);
+      const int first = b0 ? __ffs(b0) - 1 : 31 + __ffs(b1);
+      const unsigned below = (1u << lane) - 1u;
+      if (e0 == e) s_pairs[__popc(b0 & below)] = lane;
+      if (e1 == e) s_pairs[__popc(b0) + __popc(b1 & below)] = lane + 32;
+      if (lane == 0) {
+        s_meta[0] = e;
+        s_meta[1] = (e >= 0 && e < E && first == p) ? __popc(b0) + __popc(b1) : 0;
+      }
+    }
+    __syncthreads();
+    return {s_meta[0], s_meta[1], s_pairs};
+  }
+}
+
+// kDepth 0: weights through registers (strip_mma); else a cp.async ring.
+template <int NT, bool kBig, int kDepth>
+__device__ __forceinline__ void moe_strip(const uint8_t* codes, const uint8_t* scales, int kt0,
+                                          int kt1, const uint16_t* const (&rows)[NT],
+                                          float (&acc)[NT][4], uint8_t* ring, bool wait_prior) {
+  if constexpr (kDepth > 0)
+    dev::strip_mma_ring<NT, kBig, kDepth>(codes, scales, kt0, kt1, rows, acc, ring, wait_prior);
+  else
+    dev::strip_mma<NT, kBig>(codes, scales, kt0, kt1, rows, acc);
+}
+
 // kGateUpWarps warps split K (H) of one strip.
-template <int kGateUpWarps, bool kBig>
+template <bool kBig, int kDepth, bool kDirect>
 __global__ void __launch_bounds__(kGateUpWarps * 32)
     gate_up_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
-                   const uint16_t* __restrict__ x, int H, int I, int topk,
-                   const int* __restrict__ offsets, const int* __restrict__ sorted_pairs,
-                   const int* __restrict__ active, const int* __restrict__ num_active,
-                   uint16_t* __restrict__ h, float* __restrict__ out, int64_t out_elems) {
+                   const uint16_t* __restrict__ x, const int* __restrict__ ids, int pairs, int E,
+                   int H, int I, int topk, MoeScratch s, float* __restrict__ out,
+                   int64_t out_elems) {
+  extern __shared__ uint4 dyn_smem[];
+  // The down kernel may start its weight copies now (it waits for us before
+  // it reads h or touches out).
+  dev::griddep_launch_dependents();
   // Zero the combine buffer for the down kernel (stream order makes it safe).
   {
     const int64_t cta = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t stride = int64_t(gridDim.x) * gridDim.y * blockDim.x;
     for (int64_t i = cta * blockDim.x + threadIdx.x; i < out_elems; i += stride) out[i] = 0.f;
   }
-  const int a = blockIdx.y;
-  if (a >= *num_active) return;
+  __shared__ int s_pairs[kDirectMaxPairs], s_meta[2];
+  const ExpertPairs ep = find_expert<kDirect>(ids, pairs, E, s, s_pairs, s_meta);
+  if (ep.cnt == 0) return;
   __shared__ float partial[kGateUpWarps][4][32];
-  const int e = active[a], beg = offsets[e], cnt = offsets[e + 1] - beg;
   const int strip = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int KT = H / kTileK;
   const int kt0 = warp * KT / kGateUpWarps, kt1 = (warp + 1) * KT / kGateUpWarps;
-  const size_t tile0 = size_t(e) * (2 * I / kStripRows) * KT + size_t(strip) * KT;
-  for (int c0 = 0; c0 < cnt; c0 += 8) {
-    const uint16_t* rows[1] = {c0 + g < cnt ? x + size_t(sorted_pairs[beg + c0 + g] / topk) * H
-                                            : nullptr};
+  const size_t tile0 = size_t(ep.e) * (2 * I / kStripRows) * KT + size_t(strip) * KT;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::ring_bytes(kDepth > 0 ? kDepth : 1);
+  for (int c0 = 0; c0 < ep.cnt; c0 += 8) {
+    const uint16_t* rows[1] = {c0 + g < ep.cnt ? x + size_t(ep.pairs[c0 + g] / topk) * H : nullptr};
     float acc[1][4] = {};
-    dev::strip_mma<1, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
-                            kt1, rows, acc);
+    moe_strip<1, kBig, kDepth>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
+                               kt1, rows, acc, ring, false);
 #pragma unroll
     for (int c = 0; c < 4; ++c) partial[warp][c][lane] = acc[0][c];
     __syncthreads();
@@ -148,9 +220,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
         up += partial[w][j + 2][l];
       }
       const int col = c0 + 2 * (l & 3) + j;
-      if (col < cnt) {
+      if (col < ep.cnt) {
         const float silu = gate / (1.f + __expf(-gate));
-        h[size_t(beg + col) * I + strip * 8 + (l >> 2)] = dev::float_to_bf16_bits(silu * up);
+        s.h[size_t(ep.pairs[col]) * I + strip * 8 + (l >> 2)] = dev::float_to_bf16_bits(silu * up);
       }
     }
     __syncthreads();
@@ -158,41 +230,44 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
 }
 
 // CTA = kDownWarps warps = (kDownWarps / kKs) strips x kKs K-slices.
-template <int kKs, bool kBig>
+template <int kKs, bool kBig, int kDepth, bool kDirect>
 __global__ void __launch_bounds__(kDownWarps * 32)
     down_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
-                const uint16_t* __restrict__ h, int H, int I, int topk,
-                const int* __restrict__ offsets, const int* __restrict__ sorted_pairs,
-                const int* __restrict__ active, const int* __restrict__ num_active,
+                const int* __restrict__ ids, int pairs, int E, int H, int I, int topk, MoeScratch s,
                 const float* __restrict__ weights, float* __restrict__ out) {
+  extern __shared__ uint4 dyn_smem[];
   constexpr int kSpc = kDownWarps / kKs;
-  const int a = blockIdx.y;
-  if (a >= *num_active) return;
+  __shared__ int s_pairs[kDirectMaxPairs], s_meta[2];
+  const ExpertPairs ep = find_expert<kDirect>(ids, pairs, E, s, s_pairs, s_meta);
+  if (ep.cnt == 0) return;
   __shared__ float partial[kKs][kSpc][4][32];
-  const int e = active[a], beg = offsets[e], cnt = offsets[e + 1] - beg;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int s_local = warp % kSpc, slice = warp / kSpc;
   const int strip = blockIdx.x * kSpc + s_local;
   const int KT = I / kTileK;
   const int kt0 = slice * KT / kKs, kt1 = (slice + 1) * KT / kKs;
-  const size_t tile0 = size_t(e) * (H / kStripRows) * KT + size_t(strip) * KT;
-  for (int c0 = 0; c0 < cnt; c0 += 8) {
-    const uint16_t* rows[1] = {c0 + g < cnt ? h + size_t(beg + c0 + g) * I : nullptr};
+  const size_t tile0 = size_t(ep.e) * (H / kStripRows) * KT + size_t(strip) * KT;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::ring_bytes(kDepth > 0 ? kDepth : 1);
+  if constexpr (kDepth == 0) dev::griddep_wait();
+  for (int c0 = 0; c0 < ep.cnt; c0 += 8) {
+    const uint16_t* rows[1] = {c0 + g < ep.cnt ? s.h + size_t(ep.pairs[c0 + g]) * I : nullptr};
     float acc[1][4] = {};
-    dev::strip_mma<1, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
-                            kt1, rows, acc);
+    // h comes from gate_up: the first pass waits for it after issuing its
+    // first weight copies.
+    moe_strip<1, kBig, kDepth>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
+                               kt1, rows, acc, ring, c0 == 0);
 #pragma unroll
     for (int c = 0; c < 4; ++c) partial[slice][s_local][c][lane] = acc[0][c];
     __syncthreads();
-    for (int e = threadIdx.x; e < kSpc * 4 * 32; e += kDownWarps * 32) {
+    for (int i = threadIdx.x; i < kSpc * 4 * 32; i += kDownWarps * 32) {
       // Entries: kSpc strips x 4 fragment registers x 32 lanes.
-      const int sl = e / 128, c = (e >> 5) & 3, l = e & 31;
+      const int sl = i / 128, c = (i >> 5) & 3, l = i & 31;
       float sum = 0.f;
 #pragma unroll
       for (int k = 0; k < kKs; ++k) sum += partial[k][sl][c][l];
       const int col = c0 + 2 * (l & 3) + (c & 1);
-      if (col < cnt) {
-        const int pair = sorted_pairs[beg + col];
+      if (col < ep.cnt) {
+        const int pair = ep.pairs[col];
         const int row = (blockIdx.x * kSpc + sl) * kStripRows + (l >> 2) + 8 * (c >> 1);
         atomicAdd(out + size_t(pair / topk) * H + row, weights[pair] * sum);
       }
@@ -201,12 +276,69 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   }
 }
 
+// Launches with optional programmatic dependent launch on the previous kernel.
+template <class... KArgs, class... Args>
+void launch(void (*kernel)(KArgs...), dim3 grid, int threads, int smem, cudaStream_t stream,
+            bool pdl, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+}
+
+// MoeConfig::path values.
+enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4 };
+
+// Auto rule (docs/kernels.md, measured on H200 runs 8-9): an average of >= 8
+// pairs per expert (Kimi: >= 384 tokens) takes the prefill tiles; else the
+// routed decode kernels.
+int choose_path(int pairs, int E) { return pairs >= 8 * E ? kPrefillPath : kRouted; }
+
+template <bool kBig, int kDepth, bool kDirect>
+void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const float* topk_weights,
+                   int T, int topk, float* out, const MoeScratch& s, cudaStream_t stream, int ks,
+                   bool pdl) {
+  const int E = w.experts, H = w.hidden, I = w.intermediate, pairs = T * topk;
+  const unsigned ys = kDirect ? unsigned(pairs) : unsigned(std::min(E, pairs));
+  const int gu_smem = kDepth ? kGateUpSmem : 0, down_smem = kDepth ? kDownSmem : 0;
+  launch(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
+         gu_smem, stream, false, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
+         int64_t(T) * H);
+  if (ks == 4)
+    launch(down_kernel<4, kBig, kDepth, kDirect>, dim3(unsigned(H / kStripRows), ys),
+           kDownWarps * 32, down_smem, stream, pdl, w.w2_codes, w.w2_scales, ids, pairs, E, H, I,
+           topk, s, topk_weights, out);
+  else
+    launch(down_kernel<1, kBig, kDepth, kDirect>,
+           dim3(unsigned(H / kStripRows / kDownWarps), ys), kDownWarps * 32, down_smem, stream, pdl,
+           w.w2_codes, w.w2_scales, ids, pairs, E, H, I, topk, s, topk_weights, out);
+}
+
+template <bool kBig, bool kDirect>
+void launch_decode_loads(const MoeWeights& w, const uint16_t* x, const int* ids,
+                         const float* topk_weights, int T, int topk, float* out, const MoeScratch& s,
+                         cudaStream_t stream, int ks, bool ring, bool pdl) {
+  if (ring)
+    launch_decode<kBig, kRingDepth, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
+  else
+    launch_decode<kBig, 0, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
+}
+
 }  // namespace
 
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) {
-  const size_t pairs = size_t(max_tokens) * topk;
+  const int pairs = max_tokens * topk;
+  const size_t tiles = size_t(moe_max_tiles(pairs, w.experts));
   return align256(sizeof(int) * (w.experts + 1)) + align256(sizeof(int) * pairs) +
-         align256(sizeof(int) * w.experts) + 256 + align256(2 * pairs * w.intermediate);
+         align256(sizeof(int) * w.experts) + 256 + 2 * align256(sizeof(int) * tiles) + 256 +
+         align256(2 * size_t(pairs) * w.intermediate) + 2 * size_t(max_tokens) * w.hidden;
 }
 
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,
@@ -215,46 +347,44 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   if (E <= 0 || E > kRouteThreads)
     fail_input("fused_moe_decode: {} experts; the router kernel handles 1..{}", E, kRouteThreads);
-  if (H % (kTileK * kDownWarps) || I % kTileK)
-    fail_input("fused_moe_decode: H={} and I={} must be multiples of 64", H, I);
+  if (H % 128 || I % 64)
+    fail_input("fused_moe_decode: H={} must be a multiple of 128 and I={} of 64", H, I);
   if (T <= 0 || topk <= 0) return;
   const int pairs = T * topk;
-  MoeScratch s = carve(workspace, E, pairs, I);
-  route_kernel<<<1, kRouteThreads, 0, stream>>>(topk_ids, pairs, E, s.offsets, s.sorted_pairs,
-                                                s.active, s.num_active);
-  MX_CUDA_CHECK(cudaGetLastError());
-  const unsigned max_active = unsigned(std::min(E, pairs));
+  const int path = config.path ? config.path : choose_path(pairs, E);
+  if (path < kRouted || path > kWgmmaPath)
+    fail_input("fused_moe_decode: path must be 1..4, got {}", path);
+  if (path == kDirectPath && pairs > kDirectMaxPairs)
+    fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
+  if (path == kPrefillPath && (2 * I) % 128)
+    fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
+  if (config.weight_loads < 0 || config.weight_loads > 2 || config.pdl < 0 || config.pdl > 2)
+    fail_input("fused_moe_decode: weight_loads and pdl must be 0..2, got {} and {}",
+               config.weight_loads, config.pdl);
+  const bool ring = config.weight_loads == 2, pdl = config.pdl == 1;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
-  const int gks = config.gate_up_k_slices ? config.gate_up_k_slices : 4;
-  if (gks != 4 && gks != 8)
-    fail_input("fused_moe_decode: gate_up_k_slices must be 4 or 8, got {}", gks);
-  const dim3 gu_grid(unsigned(I / 8), max_active);
-  const dim3 down_grid(unsigned(H / kStripRows / (kDownWarps / ks)), max_active);
-  const int64_t out_elems = int64_t(T) * H;
-  auto launch = [&](auto big) {
+  if (config.gate_up_k_slices && config.gate_up_k_slices != kGateUpWarps)
+    fail_input("fused_moe_decode: gate_up_k_slices must be {} (8 was measured slower and removed)",
+               kGateUpWarps);
+  const MoeScratch s = carve(workspace, E, pairs, I);
+  if (path != kDirectPath) {
+    route_kernel<<<1, kRouteThreads, 0, stream>>>(topk_ids, pairs, E, s,
+                                                  path == kPrefillPath || path == kWgmmaPath);
+    MX_CUDA_CHECK(cudaGetLastError());
+  }
+  if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);
+  if (path == kWgmmaPath)
+    return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
+  auto run = [&](auto big) {
     constexpr bool kBig = decltype(big)::value;
-    if (gks == 8)
-      gate_up_kernel<8, kBig><<<gu_grid, 8 * 32, 0, stream>>>(
-          w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active,
-          s.num_active, s.h, out, out_elems);
+    if (path == kDirectPath)
+      launch_decode_loads<kBig, true>(w, x, topk_ids, topk_weights, T, topk, out, s, stream, ks, ring, pdl);
     else
-      gate_up_kernel<4, kBig><<<gu_grid, 4 * 32, 0, stream>>>(
-          w.w13_codes, w.w13_scales, x, H, I, topk, s.offsets, s.sorted_pairs, s.active,
-          s.num_active, s.h, out, out_elems);
-    MX_CUDA_CHECK(cudaGetLastError());
-    if (ks == 4)
-      down_kernel<4, kBig><<<down_grid, kDownWarps * 32, 0, stream>>>(
-          w.w2_codes, w.w2_scales, s.h, H, I, topk, s.offsets, s.sorted_pairs, s.active,
-          s.num_active, topk_weights, out);
-    else
-      down_kernel<1, kBig><<<down_grid, kDownWarps * 32, 0, stream>>>(
-          w.w2_codes, w.w2_scales, s.h, H, I, topk, s.offsets, s.sorted_pairs, s.active,
-          s.num_active, topk_weights, out);
-    MX_CUDA_CHECK(cudaGetLastError());
+      launch_decode_loads<kBig, false>(w, x, topk_ids, topk_weights, T, topk, out, s, stream, ks, ring, pdl);
   };
-  if (w.big_scales) launch(std::true_type{});
-  else launch(std::false_type{});
+  if (w.big_scales) run(std::true_type{});
+  else run(std::false_type{});
 }
 
 }  // namespace mx::cuda

@@ -144,6 +144,132 @@ __device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
   }
 }
 
+// ---- Asynchronous copies into shared memory (cp.async, sm_80+) ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1 (weights are read once).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// 16 bytes, or 16 zero bytes when !valid (src is then not read).
+__device__ __forceinline__ void cp_async_16_or_zero(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t lds32(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
+
+// Programmatic dependent launch (sm_90): let the next kernel in the stream
+// start its prologue now / wait here until the previous kernel finished and
+// its writes are visible. Both are no-ops when the launch did not ask for it.
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Per-warp ring of weight tiles in shared memory: per stage 32 lanes x 16 code
+// bytes, then (after all stages) 32 lanes x 4 scale bytes. Each lane copies and
+// later reads only its own bytes, so the ring needs no barrier, only
+// cp.async.wait_group.
+constexpr int kRingCodeBytes = 512, kRingScaleBytes = 128;
+constexpr int ring_bytes(int depth) { return depth * (kRingCodeBytes + kRingScaleBytes); }
+
+// Same result as strip_mma, but the weight tiles stream through the warp's
+// shared-memory ring `ring` (ring_bytes(kDepth), 16-byte aligned) kDepth - 1
+// tiles ahead, so many bytes are in flight without holding registers. When
+// `wait_prior_grid`, the first weight copies are issued before waiting for the
+// previous kernel (programmatic dependent launch): activations may come from it.
+template <int NT, bool kBig, int kDepth>
+__device__ __forceinline__ void strip_mma_ring(const uint8_t* __restrict__ codes,
+                                               const uint8_t* __restrict__ scales, int kt0, int kt1,
+                                               const uint16_t* const (&rows)[NT], float (&acc)[NT][4],
+                                               uint8_t* ring, bool wait_prior_grid = false) {
+  static_assert((kDepth & (kDepth - 1)) == 0, "ring depth must be a power of two");
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint8_t* wsrc = codes + size_t(kt0) * kTileCodeBytes + lane * 16;
+  // The 4-byte word holding this lane's 16-bit scale pair (u16 index (t/2)*8 + g).
+  const uint8_t* ssrc = scales + size_t(kt0) * kTileScaleBytes + (t >> 1) * 16 + (g >> 1) * 4;
+  const uint32_t rc = smem_addr(ring) + lane * 16;
+  const uint32_t rs = smem_addr(ring) + kDepth * kRingCodeBytes + lane * 4;
+  const int n = kt1 - kt0;
+#pragma unroll
+  for (int i = 0; i < kDepth - 1; ++i) {
+    if (i < n) {
+      cp_async_16(rc + i * kRingCodeBytes, wsrc + i * kTileCodeBytes);
+      cp_async_4(rs + i * kRingScaleBytes, ssrc + i * kTileScaleBytes);
+    }
+    cp_async_commit();
+  }
+  if (wait_prior_grid) griddep_wait();
+  const uint16_t* xrow[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) xrow[nt] = rows[nt] ? rows[nt] + kt0 * kTileK + 16 * t : nullptr;
+  for (int i = 0; i < n; ++i) {
+    const int j = i + kDepth - 1;
+    if (j < n) {
+      const int st = j & (kDepth - 1);
+      cp_async_16(rc + st * kRingCodeBytes, wsrc + size_t(j) * kTileCodeBytes);
+      cp_async_4(rs + st * kRingScaleBytes, ssrc + size_t(j) * kTileScaleBytes);
+    }
+    cp_async_commit();
+    uint4 xa[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      if (xrow[nt]) {
+        xa[nt][0] = load_act(xrow[nt]);
+        xa[nt][1] = load_act(xrow[nt] + 8);
+        xrow[nt] += kTileK;
+      } else {
+        xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    cp_async_wait<kDepth - 1>();
+    const int st = i & (kDepth - 1);
+    const uint4 w = lds128(rc + st * kRingCodeBytes);
+    const uint32_t sw = lds32(rs + st * kRingScaleBytes);
+    const ScaleMul m = scale_multipliers<kBig>((g & 1) ? (sw >> 16) : (sw & 0xFFFFu));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t a[4];
+      dequant_fragment<kBig>(word_of(w, kk), m, a);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint4& xv = xa[nt][kk >> 1];
+        mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {
   return __uint_as_float(uint32_t(b) << 16);
 }

@@ -20,11 +20,17 @@ struct Mxfp4DeviceWeight {
 
 // Kernel choices. 0 = chosen from the shape (see docs/kernels.md); the bench
 // and the CLI can force them.
-// Compiled pairs: up to 16 tokens (1,4) (1,8) (1,16); more tokens (1,4) (2,4)
-// (4,2).
+// kernel: 1 = strip kernel, weights through registers (the first version);
+// 2 = strip kernel, weights through a per-warp cp.async ring in shared memory;
+// 3 = tiled tensor-core kernel (128 rows x 64 tokens per CTA, N % 128 == 0).
+// Strip kernels: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
+// tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
+// split K.
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
+  int kernel = 0;          // 0 = from the shape, else 1, 2 or 3 (above)
+  int k_splits = 0;        // tiled kernel: CTAs splitting K (0 = from the shape)
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
@@ -45,10 +51,11 @@ void pack_mxfp4_device(const uint8_t* codes, const uint8_t* scales, int64_t N, i
                        const int64_t* row_order, uint8_t* packed_codes, uint8_t* packed_scales,
                        cudaStream_t stream);
 
-// Fused MoE for decode: routing output -> per-expert token lists on the GPU ->
-// gate_up grouped GEMM with SiLU(gate) * up fused -> down grouped GEMM with the
-// routing weights, accumulated into `out` (FP32 [T, H], overwritten). Three
-// launches, no host synchronization, capturable in a CUDA graph.
+// Fused MoE (decode and prefill): routing output -> per-expert token lists on
+// the GPU -> gate_up grouped GEMM with SiLU(gate) * up fused -> down grouped
+// GEMM with the routing weights, accumulated into `out` (FP32 [T, H],
+// overwritten). Two or three launches, no host synchronization, capturable in
+// a CUDA graph. H % 128 == 0, I % 64 == 0.
 struct MoeWeights {
   // Expert e's gate_up weight [2I, H] (rows interleaved by 8, see
   // gate_up_interleaved_rows) starts at w13_codes + e * 2I*H/2 (scales: /32);
@@ -64,12 +71,23 @@ struct MoeWeights {
 // Bytes of scratch fused_moe_decode needs for up to `max_tokens` tokens.
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 
-// Kernel choices, 0 = from the shape. down_k_slices: warps per 16-row strip
-// of the down projection (1 or 4; 4 = more, shorter warps for few tokens);
-// gate_up_k_slices: warps per gate_up strip (4 or 8).
+// Kernel choices, 0 = from the shape (docs/kernels.md). down_k_slices: warps
+// per 16-row strip of the down projection (1 or 4; 4 = more, shorter warps for
+// few tokens); gate_up_k_slices: warps per gate_up strip (only 4 is compiled).
+// path: 1 = routed decode (router launch, then gate_up and down per active
+// expert); 2 = direct decode (no router launch; T * topk <= 64: each CTA finds
+// its expert's pairs itself); 3 = prefill (tensor-core tiles of 128 rows x 64
+// pairs, mma.sync); 4 = prefill on wgmma (the same tiles, A from registers,
+// B from shared memory). Auto: 3 from 8 pairs per expert on average
+// (T * topk >= 8 * experts), else 1. weight_loads (decode paths): 1 = registers (auto), 2 = per-warp
+// cp.async rings. pdl: 1 = launch down with programmatic dependent launch (its
+// CTAs start while gate_up finishes), 2 = off (auto).
 struct MoeConfig {
   int down_k_slices = 0;
   int gate_up_k_slices = 0;
+  int path = 0;
+  int weight_loads = 0;
+  int pdl = 0;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);

@@ -1,0 +1,47 @@
+// Entry points shared between the .cu files of src/cuda (not public API).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/mxfp4_kernels.h"
+
+namespace mx::cuda {
+
+// Dense tensor-core kernel (mxfp4_gemm_tiled.cu): needs N % 128 == 0; any M.
+// k_splits 0 = chosen from the shape, else 1, 2, 4 or 8.
+bool dense_tiled_supported(const Mxfp4DeviceWeight& w);
+void launch_dense_tiled(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
+                        cudaStream_t stream, int k_splits);
+
+// Scratch of fused_moe_decode, carved from the caller's workspace.
+struct MoeScratch {
+  int* offsets;       // E + 1: expert e's pairs are sorted_pairs[offsets[e], offsets[e+1])
+  int* sorted_pairs;  // T * topk, pair = token * topk + slot
+  int* active;        // E: experts with any pair, then *num_active
+  int* num_active;    // 1
+  int* tile_expert;   // max tiles: expert of each 64-pair tile (prefill path)
+  int* tile_start;    // max tiles: its first index into sorted_pairs
+  int* num_tiles;     // 1
+  uint16_t* h;        // T * topk * I (BF16), row = pair
+  uint16_t* xp;       // T * H (BF16): x with K permuted (wgmma prefill path)
+};
+
+// Upper bound of the 64-pair tiles the router makes: sum over experts of
+// ceil(count / 64) <= pairs / 64 + experts.
+inline int moe_max_tiles(int pairs, int experts) { return pairs / 64 + experts + 1; }
+
+// Prefill path of fused_moe_decode (fused_moe_prefill.cu): after the router
+// made the tile map, gate_up and down as tensor-core tiles of 128 rows x 64
+// pairs (two launches).
+void launch_moe_prefill(const MoeWeights& w, const uint16_t* x, int T, int topk,
+                        const float* topk_weights, float* out, const MoeScratch& s,
+                        cudaStream_t stream);
+
+// Prefill path on wgmma (fused_moe_wgmma.cu): permutes x into s.xp, then
+// gate_up and down with A (weights) from registers and B from shared memory.
+void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
+                              const float* topk_weights, float* out, const MoeScratch& s,
+                              cudaStream_t stream);
+
+}  // namespace mx::cuda
