@@ -1,4 +1,4 @@
-// `mxserve generate`: greedy continuation of a prompt on the CPU backend.
+// `mxserve generate`: greedy continuation of a prompt.
 //   --model PATH          checkpoint directory (config.json + safetensors) or a
 //                         .gguf file; default: the packaged default model
 //   --prompt-ids 1,2,3    prompt token ids, or
@@ -10,6 +10,8 @@
 //                         contract); default W4A16
 //   --kv-cache-dtype      bf16 (default), fp8, f32
 //   --threads N           CPU threads (default: all cores)
+//   --device cpu|cuda     the Ops backend (cuda: a -DMXSERVE_CUDA=ON build)
+//   --block-size N        KV block size (default 16 on cpu, 64 on cuda)
 // Prints the continuation ids, [its text,] then prompt and generation throughput.
 #include <cstdio>
 #include <sstream>
@@ -32,8 +34,9 @@ struct GenerateOptions {
   bool w4a4 = false;
   std::string kv_dtype = "bf16";
   int threads = 0;
-  int64_t block_size = 16;
+  int64_t block_size = 0;  // 0: 16 on cpu, 64 on cuda
   bool ignore_eos = false;
+  std::string device = "cpu";
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -82,10 +85,11 @@ void run(const GenerateOptions& o) {
   LoadOptions load;
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
+  load.device = o.device;
   auto model = load_causal_lm(path, load);
   GreedyOptions g;
   g.max_new_tokens = o.max_tokens;
-  g.block_size = o.block_size;
+  g.block_size = o.block_size > 0 ? o.block_size : o.device == "cpu" ? 16 : 64;
   g.kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (!o.ignore_eos) g.stop_ids = model->config().eos_token_ids;
   GreedyResult r = greedy_generate(*model, prompt, g);
@@ -100,7 +104,7 @@ void run(const GenerateOptions& o) {
 }
 
 Register reg([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Greedy continuation of prompt token ids on the CPU backend");
+  auto* cmd = app.add_subcommand("generate", "Greedy continuation of a prompt (token ids or text)");
   auto o = std::make_shared<GenerateOptions>();
   cmd->add_option("--model", o->model, "checkpoint directory or .gguf file (default: the packaged default model)");
   cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated prompt token ids");
@@ -109,7 +113,10 @@ Register reg([](CLI::App& app) {
   cmd->add_flag("--w4a4", o->w4a4, "quantize MXFP4 Linears' inputs per 32 (W4A4); default W4A16");
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "bf16, fp8 or f32");
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens (default: 16 on cpu, 64 on cuda)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
+      ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's EOS ids");
   cmd->callback([o] { run(*o); });
 });

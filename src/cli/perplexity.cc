@@ -1,5 +1,5 @@
 // `mxserve perplexity`: teacher-forced perplexity of a model on a text file,
-// on the CPU backend. Each token is fed as one decode step over the paged KV
+// on the CPU or CUDA backend. Each token is fed as one decode step over the paged KV
 // cache (the engine's own path), and the next token's negative log-likelihood
 // is taken from the F32 logits with a max-shifted log-sum-exp in double.
 //   --model PATH      checkpoint directory or .gguf (default: the packaged default)
@@ -8,6 +8,7 @@
 //   --max-tokens N    score at most the first N tokens (0: all)
 //   --w4a4            MXFP4 Linears quantize their inputs (W4A4); default W4A16
 //   --threads N       CPU threads (0: all cores)
+//   --device cpu|cuda the Ops backend (cuda: a -DMXSERVE_CUDA=ON build)
 //   --print-ids       print the token ids that would be scored, and exit
 // Prints one JSON object: tokens scored, mean NLL, perplexity, seconds.
 #include <chrono>
@@ -37,6 +38,7 @@ struct PerplexityOptions {
   bool w4a4 = false;
   int threads = 0;
   bool print_ids = false;
+  std::string device = "cpu";
 };
 
 double next_token_nll(const std::vector<float>& logits, int32_t target) {
@@ -68,8 +70,9 @@ void run(const PerplexityOptions& o) {
   LoadOptions load;
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
+  load.device = o.device;
   auto model = load_causal_lm(path, load);
-  const int64_t block = 16, n = int64_t(ids.size());
+  const int64_t block = o.device == "cpu" ? 16 : 64, n = int64_t(ids.size());
   model->allocate_kv_cache((n + block - 1) / block, block, KvCacheDtype::BF16);
   std::vector<int32_t> table(size_t((n + block - 1) / block));
   std::iota(table.begin(), table.end(), 0);
@@ -88,6 +91,7 @@ void run(const PerplexityOptions& o) {
       {"model", path.string()},
       {"describe", model->describe()},
       {"activations", o.w4a4 ? "W4A4" : "W4A16"},
+      {"device", o.device},
       {"text", o.text},
       {"tokens_scored", n - 1},
       {"mean_nll", nll / double(n - 1)},
@@ -98,13 +102,15 @@ void run(const PerplexityOptions& o) {
 }
 
 Register reg([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("perplexity", "Teacher-forced perplexity of a model on a text file (CPU)");
+  auto* cmd = app.add_subcommand("perplexity", "Teacher-forced perplexity of a model on a text file");
   auto o = std::make_shared<PerplexityOptions>();
   cmd->add_option("--model", o->model, "checkpoint directory or .gguf file (default: the packaged default model)");
   cmd->add_option("--text", o->text, "UTF-8 text file")->required();
   cmd->add_option("--max-tokens", o->max_tokens, "score at most this many tokens (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--w4a4", o->w4a4, "quantize MXFP4 Linears' inputs per 32 (W4A4); default W4A16");
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
+      ->capture_default_str();
   cmd->add_flag("--print-ids", o->print_ids, "print the scored token ids (comma-separated) and exit");
   cmd->callback([o] { run(*o); });
 });

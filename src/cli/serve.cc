@@ -1,6 +1,7 @@
 // `mxserve serve`: the OpenAI-compatible server. Binds first (so /health can
 // say 503 while the model loads), loads model + tokenizer + chat template,
 // sizes the paged KV cache, then serves until SIGINT/SIGTERM, drains, exits.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "engine/engine.h"
 #include "model/causal_lm.h"
 #include "model/default_model.h"
+#include "ops/backend_registry.h"
 #include "server/model_files.h"
 #include "server/openai_server.h"
 #include "tokenizer/chat_template.h"
@@ -25,9 +27,11 @@ struct ServeOptions {
   std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
   int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64, http_read_timeout_s = 60;
   bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false, allow_long_max_model_len = false;
-  int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 16, num_kv_blocks = 0;
+  int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 0, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
-  double kv_cache_memory_gib = 1.0;
+  double kv_cache_memory_gib = 0;     // 0: 1 GiB on cpu; on cuda, --gpu-memory-utilization decides
+  std::string device = "cpu", sampling_device;  // sampling_device empty: the same as device
+  double gpu_memory_utilization = 0.9;
   double shutdown_timeout_s = 30.0;
 };
 
@@ -39,12 +43,50 @@ KvCacheDtype parse_kv_dtype(const std::string& s) {
   fail_input("--kv-cache-dtype '{}': expected auto, bf16, fp8 or f32", s);
 }
 
-int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dtype) {
+// Tokens per KV block: --block-size, else 16 on the CPU and 64 on a GPU
+// (bigger pages suit the GPU attention kernels).
+int64_t block_size(const ServeOptions& o) { return o.block_size > 0 ? o.block_size : o.device == "cpu" ? 16 : 64; }
+
+// On a GPU without --kv-cache-memory-gib: the share of the GPU's memory
+// (--gpu-memory-utilization) that the weights, already loaded, left free.
+double kv_budget_bytes(const ServeOptions& o, int device_index) {
+  if (o.kv_cache_memory_gib > 0 || o.device == "cpu") return (o.kv_cache_memory_gib > 0 ? o.kv_cache_memory_gib : 1.0) * double(1ull << 30);
+  const DeviceMemoryInfo m = device_memory_info(device_index);
+  const double used = double(m.total_bytes - m.free_bytes);
+  const double budget = o.gpu_memory_utilization * double(m.total_bytes) - used;
+  log::info("GPU {}: {:.2f} GiB of {:.2f} GiB in use after loading; --gpu-memory-utilization {} leaves {:.2f} GiB for "
+            "the KV cache", device_index, used / double(1ull << 30), double(m.total_bytes) / double(1ull << 30),
+            o.gpu_memory_utilization, budget / double(1ull << 30));
+  if (budget <= 0)
+    fail_input("--gpu-memory-utilization {}: the GPU already has {:.2f} GiB of {:.2f} GiB in use, nothing is left for "
+               "the KV cache (raise it, or give --kv-cache-memory-gib / --num-kv-blocks)", o.gpu_memory_utilization,
+               used / double(1ull << 30), double(m.total_bytes) / double(1ull << 30));
+  return budget;
+}
+
+int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dtype, int64_t block, int device_index) {
   if (o.num_kv_blocks > 0) return o.num_kv_blocks;
-  const double bytes_per_block = double(model.kv_bytes_per_token(dtype)) * double(o.block_size);
-  const int64_t blocks = int64_t(o.kv_cache_memory_gib * double(1ull << 30) / bytes_per_block);
-  if (blocks < 1) fail_input("--kv-cache-memory-gib {} holds no KV block of {} bytes", o.kv_cache_memory_gib, bytes_per_block);
+  const double bytes_per_block = double(model.kv_bytes_per_token(dtype)) * double(block);
+  const double budget = kv_budget_bytes(o, device_index);
+  const int64_t blocks = int64_t(budget / bytes_per_block);
+  if (blocks < 1) fail_input("a KV budget of {:.3f} GiB holds no KV block of {} bytes", budget / double(1ull << 30), bytes_per_block);
   return blocks;
+}
+
+// --device and the sampler's device must exist in this binary; said before the
+// port is bound, so a CPU-only build answers at once.
+void check_devices(const ServeOptions& o) {
+  const auto backends = available_ops_backends();
+  if (std::find(backends.begin(), backends.end(), o.device) == backends.end())
+    make_ops(o.device, {});  // throws the registry's message (names the available backends, hints at the build)
+  const std::string sampler = o.sampling_device.empty() ? o.device : o.sampling_device;
+  if (sampler != "cpu" && sampler != o.device)
+    fail_input("--sampling-device {} needs --device {} (the logits live there)", sampler, sampler);
+  const auto samplers = available_batch_samplers();
+  if (std::find(samplers.begin(), samplers.end(), sampler) == samplers.end())
+    make_batch_sampler(sampler, 0);  // throws the registry's message
+  if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
+    fail_input("--gpu-memory-utilization must be in (0, 1], got {}", o.gpu_memory_utilization);
 }
 
 // --max-model-len, else the model's context, capped by what the KV cache holds (logged).
@@ -134,6 +176,7 @@ void serve(const ServeOptions& o) {
     fail_input("--tensor-parallel-size {}: this build serves on one device only (tensor parallelism is not implemented yet)",
                o.tensor_parallel_size);
   const KvCacheDtype kv_dtype = parse_kv_dtype(o.kv_cache_dtype);
+  check_devices(o);
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
@@ -151,6 +194,7 @@ void serve(const ServeOptions& o) {
   LoadOptions load;
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
+  load.device = o.device;
   auto model = load_causal_lm(path, load);
   auto tokenizer = load_model_tokenizer(path);
   auto chat_template = load_model_chat_template(path);
@@ -159,18 +203,20 @@ void serve(const ServeOptions& o) {
   EngineConfig ec;
   ec.max_num_seqs = o.max_num_seqs;
   ec.max_num_batched_tokens = o.max_num_batched_tokens;
-  ec.block_size = o.block_size;
-  ec.num_kv_blocks = kv_blocks(o, *model, kv_dtype);
+  ec.block_size = block_size(o);
+  ec.num_kv_blocks = kv_blocks(o, *model, kv_dtype, ec.block_size, load.device_index);
   ec.max_model_len = max_model_len(o, model->config(), ec.num_kv_blocks * ec.block_size);
   ec.kv_cache_dtype = kv_dtype;
   ec.enable_prefix_caching = !o.no_prefix_caching;
   ec.max_queued_requests = o.max_queued_requests;
+  ec.sampler_device = o.sampling_device.empty() ? o.device : o.sampling_device;
+  ec.device_index = load.device_index;
   Engine engine(*model, *tokenizer, ec);
   engine.start();
   const std::string name = !o.served_model_name.empty() ? o.served_model_name : !o.model.empty() ? o.model : kDefaultModelName;
   server.attach(engine, ServedModel{*tokenizer, chat_template.get(), name, ec.max_model_len, engine.vocab_limit()});
-  log::info("ready: {} as '{}'; {} KV blocks of {} tokens, max model len {}", model->describe(), name, ec.num_kv_blocks,
-            ec.block_size, ec.max_model_len);
+  log::info("ready: {} as '{}'; {} KV blocks of {} tokens, max model len {}, sampling on {}", model->describe(), name,
+            ec.num_kv_blocks, ec.block_size, ec.max_model_len, engine.sampler().name());
 
   const int received = wait_for_signal(signals);
   log::info("signal {}: refusing new requests (503); draining requests in flight (up to {} s; signal again to "
@@ -200,9 +246,15 @@ Register reg([](CLI::App& app) {
   cmd->add_flag("--allow-long-max-model-len", o->allow_long_max_model_len,
                 "accept a --max-model-len past the model's trained context (vLLM: VLLM_ALLOW_LONG_MAX_MODEL_LEN); "
                 "outputs past it may be garbage");
-  cmd->add_option("--block-size", o->block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "tokens per KV block (default: 16 on cpu, 64 on cuda)")->check(CLI::Range(1, 1024));
   cmd->add_option("--num-kv-blocks", o->num_kv_blocks, "KV blocks to allocate (overrides --kv-cache-memory-gib)")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-cache-memory-gib", o->kv_cache_memory_gib, "memory for the KV cache in GiB")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--kv-cache-memory-gib", o->kv_cache_memory_gib, "memory for the KV cache in GiB (default: 1 on cpu; "
+                  "on cuda, what --gpu-memory-utilization leaves)")->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")->capture_default_str();
+  cmd->add_option("--sampling-device", o->sampling_device, "where tokens are sampled: cpu, or the --device (default: the --device)");
+  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "with --device cuda: the share of the GPU's memory "
+                  "the weights and the KV cache may use; the KV cache gets what the loaded weights leave of it")
+      ->capture_default_str();
   cmd->add_flag("--no-enable-prefix-caching", o->no_prefix_caching, "do not reuse KV blocks of identical prompt prefixes");
   cmd->add_option("--max-queued-requests", o->max_queued_requests, "unfinished requests beyond --max-num-seqs before new ones get 503")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -24,7 +24,8 @@ Engine::Engine(CausalLM& model, const Tokenizer& tokenizer, EngineConfig config)
       vocab_limit_(int32_t(std::min<int64_t>(model.config().vocab_size, tokenizer.vocab_size()))),
       eos_ids_(tokenizer.eos_ids()),
       blocks_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching),
-      scheduler_({config.max_num_seqs, config.max_num_batched_tokens}, blocks_) {
+      scheduler_({config.max_num_seqs, config.max_num_batched_tokens}, blocks_),
+      sampler_(make_batch_sampler(config.sampler_device, config.device_index)) {
   if (config.max_model_len < 2) fail_input("--max-model-len must be at least 2, got {}", config.max_model_len);
   if (config.num_kv_blocks * config.block_size < config.max_model_len)
     fail_input("the KV cache ({} blocks of {} tokens) cannot hold one sequence of --max-model-len {} tokens; "
@@ -133,7 +134,8 @@ void Engine::add_request(const std::shared_ptr<RequestStream>& stream, EngineReq
     seq->num_prompt_tokens = int64_t(request.prompt_tokens.size());
     seq->params = request.params;
     const uint64_t seed = request.params.seed ? *request.params.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-    seq->rng.seed(choice_seed(seed, i));
+    seq->seed = choice_seed(seed, i);
+    seq->rng.seed(seq->seed);
     if (leader) seq->prefill_leader = leader;
     else leader = seq;
     seqs_.emplace(seq->id, SeqState{seq, stream, OutputText(request.params.stop), now, {}, {}, false});
@@ -157,7 +159,8 @@ bool Engine::step() {
     return false;
   }
   note_scheduled(out);
-  const Tensor logits = model_.forward(make_batch(out));
+  const ForwardBatch batch = make_batch(out);
+  const Tensor logits = sampler_->wants_device_logits() ? model_.forward_resident(batch) : model_.forward(batch);
   scheduler_.on_step_done(out);
   consume_logits(out, logits);
   update_gauges();
@@ -194,24 +197,28 @@ void Engine::note_scheduled(const SchedulerOutput& out) {
 }
 
 void Engine::consume_logits(const SchedulerOutput& out, const Tensor& logits) {
-  int64_t row = 0;
-  const int64_t vocab = logits.dim(-1);
+  std::vector<SamplingRow> rows;
   for (const auto& s : out.scheduled) {
     if (!s.need_logits) continue;
-    MX_CHECK(row < logits.dim(0), "model returned {} logit rows, the step needs more", logits.dim(0));
     Sequence& seq = *s.seq;
-    std::span<const float> row_logits(logits.data<float>() + row * vocab, size_t(vocab));
-    ++row;
-    std::vector<float> banned;  // before min_tokens, stop tokens cannot be sampled
-    if (seq.num_output_tokens() < seq.params.min_tokens) {
-      banned.assign(row_logits.begin(), row_logits.end());
-      for (int32_t t = 0; t < vocab_limit_; ++t)
-        if (is_stop_token(seq, t)) banned[size_t(t)] = -std::numeric_limits<float>::infinity();
-      row_logits = banned;
-    }
-    SampledToken sampled = sample_token(row_logits, seq.params, seq.tokens, seq.num_prompt_tokens, seq.rng, vocab_limit_);
-    process_token(seqs_.at(seq.id), sampled);
+    rows.push_back({&seq, seq.num_output_tokens() < seq.params.min_tokens ? banned_tokens(seq) : std::vector<int32_t>{}});
   }
+  if (rows.empty()) return;
+  MX_CHECK(int64_t(rows.size()) <= logits.dim(0), "model returned {} logit rows, the step needs {}", logits.dim(0),
+           rows.size());
+  const std::vector<SampledToken> sampled = sampler_->sample(logits, rows, vocab_limit_);
+  for (size_t i = 0; i < rows.size(); ++i) process_token(seqs_.at(rows[i].seq->id), sampled[i]);
+}
+
+// Before min_tokens, stop tokens cannot be sampled.
+std::vector<int32_t> Engine::banned_tokens(const Sequence& seq) const {
+  std::vector<int32_t> banned;
+  for (int32_t t : seq.params.stop_token_ids)
+    if (t < vocab_limit_) banned.push_back(t);
+  if (!seq.params.ignore_eos)
+    for (int32_t t : eos_ids_)
+      if (t >= 0 && t < vocab_limit_) banned.push_back(t);
+  return banned;
 }
 
 bool Engine::is_stop_token(const Sequence& seq, int32_t token) const {

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
+#include "engine/batch_sampler.h"
 #include "engine/block_manager.h"
 #include "engine/metrics.h"
 #include "engine/output_text.h"
@@ -33,6 +35,10 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   int64_t max_queued_requests = 1024; // unfinished requests beyond max_num_seqs before refusing
   int32_t max_n = 16;                 // largest `n` a request may ask for
+  // Where tokens are sampled (engine/batch_sampler.h): "cpu", or a device
+  // registered by the binary ("cuda"), which then reads device-resident logits.
+  std::string sampler_device = "cpu";
+  int device_index = 0;
 };
 
 // Thrown by submit() when the queue is full (the server answers 503).
@@ -66,6 +72,7 @@ class Engine {
   void run_until_idle();
 
   const EngineConfig& config() const { return config_; }
+  const BatchSampler& sampler() const { return *sampler_; }
   EngineMetrics& metrics() { return metrics_; }
   const BlockManager& block_manager() const { return blocks_; }
   int32_t vocab_limit() const { return vocab_limit_; }
@@ -89,6 +96,7 @@ class Engine {
   void consume_logits(const SchedulerOutput& out, const Tensor& logits);
   void process_token(SeqState& state, const SampledToken& sampled);
   bool is_stop_token(const Sequence& seq, int32_t token) const;
+  std::vector<int32_t> banned_tokens(const Sequence& seq) const;
   void finish(SeqState& state, FinishReason reason, ChoiceDelta delta);
   void fail_all(const std::string& message);
   void update_gauges();
@@ -102,6 +110,7 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   EngineMetrics metrics_;
+  std::unique_ptr<BatchSampler> sampler_;
   std::unordered_map<int64_t, SeqState> seqs_;  // by sequence id; loop thread only
   std::unordered_map<int64_t, int32_t> open_choices_;  // request id -> unfinished choices
   int64_t next_seq_id_ = 0;

@@ -117,6 +117,14 @@ TokenLogprob raw_logprobs(std::span<const float> logits, int32_t vocab_limit, in
 
 }  // namespace
 
+void process_logits(std::vector<float>& work, const SamplingParams& params, std::span<const int32_t> tokens,
+                    int64_t num_prompt_tokens) {
+  const int32_t vocab_limit = int32_t(work.size());
+  for (const auto& [id, bias] : params.logit_bias)
+    if (id < vocab_limit) work[size_t(id)] += bias;
+  apply_penalties(work, params, tokens, num_prompt_tokens);
+}
+
 double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
 
 SampledToken sample_token(std::span<const float> logits, const SamplingParams& params,
@@ -124,9 +132,7 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
                           std::mt19937_64& rng, int32_t vocab_limit) {
   MX_CHECK(vocab_limit > 0 && size_t(vocab_limit) <= logits.size(), "vocab limit {} vs {} logits", vocab_limit, logits.size());
   std::vector<float> work(logits.begin(), logits.begin() + vocab_limit);
-  for (const auto& [id, bias] : params.logit_bias)
-    if (id < vocab_limit) work[size_t(id)] += bias;
-  apply_penalties(work, params, tokens, num_prompt_tokens);
+  process_logits(work, params, tokens, num_prompt_tokens);
   SampledToken out;
   out.token = params.greedy() ? argmax(work) : sample_from(work, params, rng);
   if (params.logprobs >= 0) out.logprob = raw_logprobs(logits, vocab_limit, out.token, params.logprobs);

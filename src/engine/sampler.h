@@ -31,6 +31,13 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
                           std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                           std::mt19937_64& rng, int32_t vocab_limit);
 
+// What sample_token does to the logits before choosing: logit_bias, then the
+// repetition penalty (prompt and output), then presence/frequency penalties
+// (output only). work holds the first vocab_limit logits. Exposed so a device
+// sampler's processing can be checked against it (tests/gpu/sampler_parity.cc).
+void process_logits(std::vector<float>& work, const SamplingParams& params, std::span<const int32_t> tokens,
+                    int64_t num_prompt_tokens);
+
 // Uniform double in [0, 1) from 53 random bits (identical on every platform).
 double uniform01(std::mt19937_64& rng);
 

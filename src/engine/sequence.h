@@ -25,6 +25,7 @@ struct Sequence {
   SeqStatus status = SeqStatus::Waiting;
   SamplingParams params;
   std::mt19937_64 rng;                    // per-sequence, so neighbours never shift its draws
+  uint64_t seed = 0;                      // what rng was seeded with (a device sampler keys its RNG by it)
   // n > 1: the other choices wait until this sibling's prompt is in the cache,
   // then reuse its blocks through the prefix cache instead of recomputing them.
   std::weak_ptr<const Sequence> prefill_leader;

@@ -93,7 +93,9 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   return step;
 }
 
-Tensor DecoderModel::forward(const ForwardBatch& batch) {
+Tensor DecoderModel::forward(const ForwardBatch& batch) { return ops_->to_host(forward_resident(batch)); }
+
+Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
   if (!kv_allocated_) fail("forward called before allocate_kv_cache");
   StepContext step = make_step(batch);
   Ops& ops = *ops_;
@@ -118,7 +120,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch) {
     row += s.num_new_tokens;
     if (s.need_logits && s.num_new_tokens > 0) rows.push_back(row - 1);
   }
-  return ops.to_host(ops.linear(ops.gather_rows(h, rows), lm_head_));
+  return ops.linear(ops.gather_rows(h, rows), lm_head_);
 }
 
 std::string DecoderModel::describe() const {

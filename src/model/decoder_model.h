@@ -28,6 +28,7 @@ class DecoderModel : public CausalLM {
   int64_t kv_bytes_per_token(KvCacheDtype dtype) const override;
   void allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) override;
   Tensor forward(const ForwardBatch& batch) override;
+  Tensor forward_resident(const ForwardBatch& batch) override;
   std::string describe() const override;
 
  protected:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -52,6 +53,18 @@ std::unique_ptr<Ops> make_ops(const std::string& name, const BackendOptions& opt
     fail_input("unknown device backend '{}'{}; available: {}", name, hint, fmt::join(available_ops_backends(), ", "));
   }
   return factory(options);
+}
+
+namespace {
+std::atomic<DeviceMemoryInfoHook> memory_info_hook{nullptr};
+}  // namespace
+
+void set_device_memory_info_hook(DeviceMemoryInfoHook hook) { memory_info_hook = hook; }
+
+DeviceMemoryInfo device_memory_info(int device_index) {
+  const DeviceMemoryInfoHook hook = memory_info_hook;
+  if (!hook) fail_input("device memory information needs a GPU backend (this binary was built without CUDA)");
+  return hook(device_index);
 }
 
 }  // namespace mx

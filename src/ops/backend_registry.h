@@ -3,6 +3,7 @@
 // binary is built with it (src/cli/cuda_backend.cc under MXSERVE_CUDA), so the
 // model layer never depends on CUDA.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,5 +25,17 @@ void register_ops_backend(const std::string& name, OpsFactory factory);
 // (e.g. "cuda" in a build without CUDA).
 std::unique_ptr<Ops> make_ops(const std::string& name, const BackendOptions& options);
 std::vector<std::string> available_ops_backends();
+
+// Free and total memory of a GPU, for sizing the KV cache from what the weights
+// left (serve's --gpu-memory-utilization). The CUDA build installs the hook
+// (cuda/backend/device_info.h); without it device_memory_info throws
+// InvalidArgument (a CPU-only build).
+struct DeviceMemoryInfo {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+using DeviceMemoryInfoHook = DeviceMemoryInfo (*)(int device_index);
+void set_device_memory_info_hook(DeviceMemoryInfoHook hook);
+DeviceMemoryInfo device_memory_info(int device_index);
 
 }  // namespace mx

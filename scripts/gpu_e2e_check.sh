@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# End-to-end check of serving on a GPU against the CPU backend (needs an
+# H100/H200 and an mxserve built with -DMXSERVE_CUDA=ON on PATH, e.g. from a
+# scripts/gpu_bundle.sh bundle; MXSERVE=path overrides).
+#   (a) without --model: writes a synthetic Llama and a Kimi-K2.5-shaped MXFP4
+#       checkpoint with `mxserve synth` into $WORK (plus a byte-level
+#       tokenizer.json, so that serve can run them);
+#   (b) `mxserve generate` greedy on --device cpu and --device cuda: the
+#       tokens must be identical;
+#   (c) `mxserve serve` on each device: greedy /v1/completions and
+#       /v1/chat/completions answers (text, token strings, finish reason) must
+#       be identical;
+#   (d) output tokens/s of the cuda and the cpu server, 1 and 32 concurrent
+#       requests (short prompts, --decode-tokens each, ignore_eos); a table last.
+# Exit status 1 if any comparison differs.
+#   scripts/gpu_e2e_check.sh [--model DIR_OR_GGUF]... [--decode-tokens N]
+#       [--gpu-memory-utilization F] [--skip-cpu-throughput]
+set -euo pipefail
+MX=${MXSERVE:-mxserve}
+WORK=${WORK:-/tmp/mx-e2e}
+DECODE_TOKENS=64
+GPU_UTIL=0.3
+CPU_THROUGHPUT=1
+models=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --model) models+=("$2"); shift 2 ;;
+    --decode-tokens) DECODE_TOKENS=$2; shift 2 ;;
+    --gpu-memory-utilization) GPU_UTIL=$2; shift 2 ;;
+    --skip-cpu-throughput) CPU_THROUGHPUT=0; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$WORK"
+HERE=$(cd "$(dirname "$0")" && pwd)
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+# A byte-level BPE tokenizer.json (ids 0..255 = bytes, the rest specials) and
+# a chat template, for the synthetic checkpoints, which have no tokenizer.
+write_tokenizer() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+out, vocab_size, eos = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+byte_char, extra = {}, 0
+for b in range(256):  # GPT-2's byte -> unicode map
+    if b in printable:
+        byte_char[b] = chr(b)
+    else:
+        byte_char[b] = chr(256 + extra); extra += 1
+vocab = {byte_char[b]: b for b in range(256)}
+added = []
+for i in range(256, vocab_size):
+    name = "<|eos|>" if i == eos else f"<|reserved_{i}|>"
+    vocab[name] = i
+    added.append({"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
+                  "normalized": False, "special": True})
+level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump({"version": "1.0", "added_tokens": added, "normalizer": None, "pre_tokenizer": level,
+           "post_processor": None, "decoder": level,
+           "model": {"type": "BPE", "vocab": vocab, "merges": [], "byte_fallback": False}},
+          open(f"{out}/tokenizer.json", "w"))
+json.dump({"eos_token": "<|eos|>", "add_bos_token": False,
+           "chat_template": "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+                            "{% if add_generation_prompt %}<assistant>{% endif %}"},
+          open(f"{out}/tokenizer_config.json", "w"))
+EOF
+}
+
+if [[ ${#models[@]} -eq 0 ]]; then
+  for preset in llama kimi-k25-mxfp4; do
+    dir=$WORK/$preset
+    rm -rf "$dir"
+    "$MX" synth --out "$dir" --preset "$preset" --seed 7
+    read -r vocab eos < <(python3 -c "
+import json; c = json.load(open('$dir/config.json')); t = c.get('text_config', c)
+e = t.get('eos_token_id', c.get('eos_token_id')); e = e[0] if isinstance(e, list) else e
+print(t['vocab_size'], e)")
+    write_tokenizer "$dir" "$vocab" "$eos"
+    models+=("$dir")
+  done
+fi
+
+fail=0
+results=$WORK/results.txt
+: > "$results"
+
+wait_ready() {  # port pid log
+  for _ in $(seq 1 600); do
+    if curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$2" 2>/dev/null; then echo "server exited:"; tail -20 "$3"; return 1; fi
+    sleep 0.2
+  done
+  echo "server on port $1 not ready"; tail -20 "$3"; return 1
+}
+
+for model in "${models[@]}"; do
+  name=$(basename "$model")
+  echo "=== $name ($model)"
+  # (b) generate, greedy, token for token.
+  gen() { "$MX" generate --model "$model" --prompt-ids 1,17,33,65,129,200,7,9 --max-tokens 32 --ignore-eos --device "$1"; }
+  cpu_gen=$(gen cpu | head -1)
+  cuda_gen=$(gen cuda | head -1)
+  if [[ "$cpu_gen" == "$cuda_gen" ]]; then echo "generate: identical ($cpu_gen)"
+  else echo "generate: DIFFERENT"; echo "  cpu:  $cpu_gen"; echo "  cuda: $cuda_gen"; fail=1; fi
+
+  # (c) serve on both devices; the same greedy answers.
+  "$MX" serve --model "$model" --device cpu --port 18401 --kv-cache-memory-gib 1 --max-num-seqs 64 \
+      >"$WORK/serve-cpu.log" 2>&1 &
+  cpu_pid=$!
+  "$MX" serve --model "$model" --device cuda --port 18402 --gpu-memory-utilization "$GPU_UTIL" --max-num-seqs 64 \
+      >"$WORK/serve-cuda.log" 2>&1 &
+  cuda_pid=$!
+  if wait_ready 18401 $cpu_pid "$WORK/serve-cpu.log" && wait_ready 18402 $cuda_pid "$WORK/serve-cuda.log"; then
+    grep -h "ready:\|GPU .* in use" "$WORK/serve-cuda.log" | sed 's/^/  cuda server: /' | cut -c1-400
+    python3 "$HERE/gpu_e2e_client.py" compare 18401 18402 || fail=1
+    python3 "$HERE/gpu_e2e_client.py" throughput 18402 "$name" cuda "$DECODE_TOKENS" >>"$results" || fail=1
+    if [[ $CPU_THROUGHPUT == 1 ]]; then
+      python3 "$HERE/gpu_e2e_client.py" throughput 18401 "$name" cpu "$DECODE_TOKENS" >>"$results" || fail=1
+    fi
+  else
+    fail=1
+  fi
+  kill "$cpu_pid" "$cuda_pid" 2>/dev/null || true
+  wait "$cpu_pid" "$cuda_pid" 2>/dev/null || true
+done
+
+echo
+echo "output tokens/s (prompt of 8 tokens, $DECODE_TOKENS generated per request, greedy, ignore_eos; wall time includes prefill)"
+printf "%-28s %-6s %12s %14s %12s\n" model device concurrency "tokens/s" "seconds"
+cat "$results"
+[[ $fail == 0 ]] && echo "PASS" || echo "FAIL"
+exit $fail
