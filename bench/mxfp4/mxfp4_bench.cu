@@ -286,8 +286,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.nan_count = err.nan;
         if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
-        else if (kernel == 2) r.note = "ring ks=" + std::to_string(kparam);
-        else r.note = "tiled splits=" + std::to_string(kparam);
+        else if (kernel == 2) r.note = "ring" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
+        else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
     }

@@ -296,10 +296,18 @@ void launch(void (*kernel)(KArgs...), dim3 grid, int threads, int smem, cudaStre
 // MoeConfig::path values.
 enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4 };
 
-// Auto rule (docs/kernels.md, measured on H200 runs 8-9): an average of >= 8
-// pairs per expert (Kimi: >= 384 tokens) takes the prefill tiles; else the
-// routed decode kernels.
-int choose_path(int pairs, int E) { return pairs >= 8 * E ? kPrefillPath : kRouted; }
+// Auto rule (docs/kernels.md, measured on H200, run 9): <= 16 pairs (Kimi: 1-2
+// tokens) the direct path with programmatic dependent launch (70.0 vs 74.0 us
+// routed at 1 token, 125.1 vs 129.8 at 2; equal or slightly slower from 8
+// tokens); an average of >= 32 pairs per expert (Kimi: >= 1536 tokens) the
+// prefill tiles (at 512 tokens the routed kernels were faster: 5.29 vs 6.36 ms;
+// at 8192 the tiles ran 265 TFLOP/s; the crossover between was not measured);
+// else the routed decode kernels.
+constexpr int kDirectAutoPairs = 16;
+int choose_path(int pairs, int E) {
+  if (pairs <= kDirectAutoPairs) return kDirectPath;
+  return pairs >= 32 * E ? kPrefillPath : kRouted;
+}
 
 template <bool kBig, int kDepth, bool kDirect>
 void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const float* topk_weights,
@@ -361,7 +369,8 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   if (config.weight_loads < 0 || config.weight_loads > 2 || config.pdl < 0 || config.pdl > 2)
     fail_input("fused_moe_decode: weight_loads and pdl must be 0..2, got {} and {}",
                config.weight_loads, config.pdl);
-  const bool ring = config.weight_loads == 2, pdl = config.pdl == 1;
+  const bool ring = config.weight_loads == 2;
+  const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
   if (config.gate_up_k_slices && config.gate_up_k_slices != kGateUpWarps)
