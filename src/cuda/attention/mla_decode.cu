@@ -143,18 +143,23 @@ constexpr float kFp8OutBoost = 0x1p56f;  // ... so scores and outputs carry 2^-5
 
 // ---- the tile pipeline ----------------------------------------------------
 
+// Block-table entry of this thread's row of tile `tile` (0 past the context).
+// Read one iteration ahead of its use so the global load's latency is hidden.
+__device__ __forceinline__ int row_block(const Params& p, const int32_t* table, int ctx, int tile) {
+  const int token = tile * kTile + (threadIdx.x >> 2);
+  return token < ctx ? __ldg(table + token / p.block_size) : 0;
+}
+
 // Issues the copies of KV tile `tile` (64 tokens from `ctx`) into stage `st`.
 // Thread (row = tid/4, sub = tid%4) copies every fourth 16-byte chunk of one
-// token row, so the block-table lookup happens once per row.
+// token row whose block `block` it looked up beforehand (row_block).
 template <int MT, bool FP8>
-__device__ __forceinline__ void load_tile(const Params& p, const int32_t* table, int ctx, int tile, uint8_t* smem,
-                                          int st) {
+__device__ __forceinline__ void load_tile(const Params& p, int block, int ctx, int tile, uint8_t* smem, int st) {
   using C = Cfg<MT, FP8>;
   const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
   const int token = tile * kTile + row;
   const bool valid = token < ctx;
-  size_t slot = 0;
-  if (valid) slot = size_t(table[token / p.block_size]) * p.block_size + token % p.block_size;
+  const size_t slot = size_t(block) * p.block_size + (valid ? token % p.block_size : 0);
   constexpr int kRow = FP8 ? kRowFp8 : kRowBf16;
   const uint8_t* src = p.kv + slot * kRow;
   uint8_t* stage = smem + C::kStage + st * C::kStageBytes;
@@ -184,16 +189,23 @@ __device__ __forceinline__ void decode_fp8_tile(uint8_t* smem, int st) {
   const uint8_t* src = smem + C::kStage + st * C::kStageBytes + row * kRowFp8 + sub * 16;
   uint8_t* dst = smem + C::kTileOff + row * kRowBf16;
   const int x0 = ((2 * sub) ^ row) & 7, x1 = ((2 * sub + 1) ^ row) & 7;
+  // Loads three chunks ahead of their stores: stores to the tile may alias the
+  // stage for all the compiler knows, so it would not hoist later loads.
 #pragma unroll
-  for (int j = 0; j < kRowFp8 / 64; ++j) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(src + 64 * j);
-    uint4 a, b;
-    fp8x4_to_bf16x4(raw.x, a.x, a.y);
-    fp8x4_to_bf16x4(raw.y, a.z, a.w);
-    fp8x4_to_bf16x4(raw.z, b.x, b.y);
-    fp8x4_to_bf16x4(raw.w, b.z, b.w);
-    *reinterpret_cast<uint4*>(dst + 128 * j + 16 * x0) = a;
-    *reinterpret_cast<uint4*>(dst + 128 * j + 16 * x1) = b;
+  for (int j0 = 0; j0 < kRowFp8 / 64; j0 += 3) {
+    uint4 raw[3];
+#pragma unroll
+    for (int j = 0; j < 3; ++j) raw[j] = *reinterpret_cast<const uint4*>(src + 64 * (j0 + j));
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      uint4 a, b;
+      fp8x4_to_bf16x4(raw[j].x, a.x, a.y);
+      fp8x4_to_bf16x4(raw[j].y, a.z, a.w);
+      fp8x4_to_bf16x4(raw[j].z, b.x, b.y);
+      fp8x4_to_bf16x4(raw[j].w, b.z, b.w);
+      *reinterpret_cast<uint4*>(dst + 128 * (j0 + j) + 16 * x0) = a;
+      *reinterpret_cast<uint4*>(dst + 128 * (j0 + j) + 16 * x1) = b;
+    }
   }
 }
 
@@ -232,9 +244,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
 
 #pragma unroll
   for (int s = 0; s < C::NST - 1; ++s) {
-    if (t_begin + s < t_end) load_tile<MT, FP8>(p, table, ctx, t_begin + s, smem, s);
+    if (t_begin + s < t_end) load_tile<MT, FP8>(p, row_block(p, table, ctx, t_begin + s), ctx, t_begin + s, smem, s);
     cp_async_commit();
   }
+  int next_block = t_begin + C::NST - 1 < t_end ? row_block(p, table, ctx, t_begin + C::NST - 1) : 0;
   load_q<MT, FP8>(p, b, head0, smem);
   __syncthreads();
 
@@ -258,7 +271,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
     const int it = t - t_begin;
     cp_async_wait<C::NST - 2>();
     __syncthreads();  // tile `t` landed for every thread; the previous tile is fully consumed
-    if (t + C::NST - 1 < t_end) load_tile<MT, FP8>(p, table, ctx, t + C::NST - 1, smem, (it + C::NST - 1) % C::NST);
+    if (t + C::NST - 1 < t_end) {
+      load_tile<MT, FP8>(p, next_block, ctx, t + C::NST - 1, smem, (it + C::NST - 1) % C::NST);
+      if (t + C::NST < t_end) next_block = row_block(p, table, ctx, t + C::NST);
+    }
     cp_async_commit();
     const int st = it % C::NST;
     const uint8_t* tile;
