@@ -62,15 +62,18 @@ constexpr double kBf16Output = 5e-3;
 // element) or of dequantized FP8/INT4 weights, accumulated over a GEMM.
 constexpr double kBf16Rounding = 1e-2;
 // W4A4 MoE: BF16 GEMM outputs move some SiLU products across an E2M1
-// decision boundary before the down projection's activation quantizer.
-constexpr double kW4a4Moe = 1e-1;
+// decision boundary before the down projection's activation quantizer; each
+// flip moves an output by a few % (measured 0.002..0.092 over two seeds), so
+// this only catches gross errors. The tight W4A4 check is f32_activations.
+constexpr double kW4a4Moe = 3e-1;
 // Whole models with BF16 activations (default CUDA numerics), logits.
 constexpr double kModelBf16 = 3e-2;
 // The same for W4A4 checkpoints: the BF16 outputs of mxfp4_gemm move some
 // activations across E2M1 / scale decision boundaries of the next layer's
 // quantizer (op level: kW4a4Moe), and those flips compound over the layers;
-// greedy tokens then diverge too. The tight W4A4 check is cuda-f32 vs cpu.
-constexpr double kModelW4a4Bf16 = 5e-1;
+// greedy tokens then diverge too (measured 0.07..0.43 on the golden cases).
+// The tight W4A4 check is cuda-f32 vs cpu.
+constexpr double kModelW4a4Bf16 = 7.5e-1;
 // Whole models in the f32_activations reference mode and against the goldens:
 // golden_test.cc's tolerances (1e-4; W4A4 2e-3).
 constexpr double kModelF32 = 1e-4, kModelF32W4a4 = 2e-3;
