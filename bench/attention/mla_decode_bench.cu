@@ -13,7 +13,7 @@
 //    x dtype x heads, each as the median of CUDA-graph replays over rotating
 //    block sets (so the 60 MB L2 does not serve the KV); table printed last.
 //
-// Usage: mla_decode_bench [--quick] [--check-only]
+// Usage: mla_decode_bench [--quick] [--check-only] [--only HEADS,fp8|bf16,BATCH,CTX]
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -379,10 +379,20 @@ void print_row(const Result& r) {
 
 int main(int argc, char** argv) {
   bool quick = false, check_only = false;
+  // --only HEADS,fp8|bf16,BATCH,CTX: time that one case and nothing else (for a
+  // profiler such as ncu, which then sees only its launches).
+  int only_heads = 0, only_batch = 0, only_ctx = 0;
+  char only_kv[8] = {0};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--check-only")) check_only = true;
-    else return std::fprintf(stderr, "usage: %s [--quick] [--check-only]\n", argv[0]), 2;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
+             std::sscanf(argv[++i], "%d,%7[a-z0-9],%d,%d", &only_heads, only_kv, &only_batch, &only_ctx) == 4 &&
+             only_heads > 0 && only_batch > 0 && only_ctx > 0 && only_batch * size_t(only_ctx) <= size_t(128) * 32768 &&
+             (!std::strcmp(only_kv, "fp8") || !std::strcmp(only_kv, "bf16"))) {
+    } else {
+      return std::fprintf(stderr, "usage: %s [--quick] [--check-only] [--only HEADS,fp8|bf16,BATCH,CTX]\n", argv[0]), 2;
+    }
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -404,8 +414,9 @@ int main(int argc, char** argv) {
       {16, 3, 64, 500, 3, MlaKvDtype::kFP8E4M3, 2}, {32, 2, 64, 400, 0, MlaKvDtype::kBF16, 2},
   };
   int failed = 0;
-  for (const auto& c : cases) failed += run_check(rng, c) ? 0 : 1;
-  std::printf("correctness: %zu cases, %d failed\n", cases.size(), failed);
+  if (only_heads == 0)
+    for (const auto& c : cases) failed += run_check(rng, c) ? 0 : 1;
+  if (only_heads == 0) std::printf("correctness: %zu cases, %d failed\n", cases.size(), failed);
   if (check_only) return failed ? 1 : 0;
 
   const double copy_gbs = measure_copy_gbs();
@@ -421,6 +432,11 @@ int main(int argc, char** argv) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
+  if (only_heads > 0) {
+    const MlaKvDtype dt = !std::strcmp(only_kv, "fp8") ? MlaKvDtype::kFP8E4M3 : MlaKvDtype::kBF16;
+    print_row(time_case(pool, copy_gbs, only_heads, only_batch, only_ctx, dt, 64));
+    return 0;
+  }
   std::vector<Result> results;
   const std::vector<int> batches = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64, 128};
   const std::vector<int> ctxs = quick ? std::vector<int>{8192} : std::vector<int>{1024, 4096, 8192, 16384, 32768};
