@@ -61,11 +61,16 @@ const CudaOps::CachedLinear& CudaOps::device_linear(const LinearWeight& w) {
   } else if (w.format == WeightFormat::Dense && w.weight.dtype() == DType::BF16) {
     MX_CHECK(w.weight.numel() == N * K, "linear {}: weight {} for [{}, {}]", w.name, w.weight.describe(), N, K);
     cl.kind = CachedLinear::Kind::Bf16;
-    cl.weight = copy_to_device(w.weight, stream_);
+    // Through the shared weight cache: a tied lm_head reuses the embedding's copy.
+    cl.weight = device_weight(w.weight, "linear");
+  } else if (w.format == WeightFormat::Dense && w.weight.dtype() == DType::F32) {
+    MX_CHECK(w.weight.numel() == N * K, "linear {}: weight {} for [{}, {}]", w.name, w.weight.describe(), N, K);
+    cl.kind = CachedLinear::Kind::F32;
+    cl.weight = device_weight(w.weight, "linear");
   } else if (w.format == WeightFormat::Dense) {
     MX_CHECK(w.weight.numel() == N * K, "linear {}: weight {} for [{}, {}]", w.name, w.weight.describe(), N, K);
     cl.kind = CachedLinear::Kind::F32;
-    cl.weight = copy_to_device(w.weight.dtype() == DType::F32 ? w.weight : w.weight.to(DType::F32), stream_);
+    cl.weight = copy_to_device(w.weight.to(DType::F32), stream_);  // F16 widened once
     check_cuda(cudaStreamSynchronize(stream_), "linear", "weight upload");  // the converted copy dies here
   } else {
     // FP8 block, INT4 group, unpackable MXFP4: the exact F32 dequantization
