@@ -303,10 +303,11 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // prefill tiles (at 512 tokens the routed kernels were faster: 5.29 vs 6.36 ms;
 // at 8192 the tiles ran 265 TFLOP/s; the crossover between was not measured);
 // else the routed decode kernels.
+// Shapes the prefill tiles cannot take (2I % 128 != 0) stay on the routed path.
 constexpr int kDirectAutoPairs = 16;
-int choose_path(int pairs, int E) {
+int choose_path(int pairs, int E, int I) {
   if (pairs <= kDirectAutoPairs) return kDirectPath;
-  return pairs >= 32 * E ? kPrefillPath : kRouted;
+  return pairs >= 32 * E && (2 * I) % 128 == 0 ? kPrefillPath : kRouted;
 }
 
 template <bool kBig, int kDepth, bool kDirect>
@@ -359,7 +360,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: H={} must be a multiple of 128 and I={} of 64", H, I);
   if (T <= 0 || topk <= 0) return;
   const int pairs = T * topk;
-  const int path = config.path ? config.path : choose_path(pairs, E);
+  const int path = config.path ? config.path : choose_path(pairs, E, I);
   if (path < kRouted || path > kWgmmaPath)
     fail_input("fused_moe_decode: path must be 1..4, got {}", path);
   if (path == kDirectPath && pairs > kDirectMaxPairs)

@@ -31,13 +31,6 @@ constexpr int kActStage = 8 * kChunkBytes;  // a 64-wide K tile: 8192
 constexpr int kWarpRing = dev::kRingCodeBytes + dev::kRingScaleBytes;  // 640
 constexpr int kWgSmem = kWgStages * (kActStage + kWgWarps * kWarpRing);  // 53248
 
-// Logical position (the MMA's k order) of real column r inside a 64-wide tile:
-// real 16t + 4kk + j holds MMA step kk, column {2t, 2t+1, 2t+8, 2t+9}[j].
-__device__ __forceinline__ int logical_col(int r) {
-  const int t = r >> 4, kk = (r >> 2) & 3, j = r & 3;
-  return 16 * kk + 2 * t + (j & 1) + 8 * (j >> 1);
-}
-
 // xp = x with each 64-wide K tile in logical order; pairs of columns stay
 // together, so one thread moves 4 bytes.
 __global__ void permute_kernel(const uint32_t* __restrict__ x, uint32_t* __restrict__ xp,
@@ -46,7 +39,7 @@ __global__ void permute_kernel(const uint32_t* __restrict__ x, uint32_t* __restr
   if (i >= words) return;
   const int64_t row = i / (K / 2);
   const int r = int(i % (K / 2)) * 2;
-  xp[(row * K + (r & ~63) + logical_col(r & 63)) / 2] = x[i];
+  xp[(row * K + (r & ~63) + mma_logical_col(r & 63)) / 2] = x[i];
 }
 
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
@@ -172,7 +165,7 @@ __global__ void __launch_bounds__(kWgThreads, 2)
         const float gate = acc[4 * nb + j], up = acc[4 * nb + 2 + j];
         const float silu = gate / (1.f + __expf(-gate));
         const int col = strip * 8 + g;  // real column of h
-        s.h[size_t(pair) * I + (col & ~63) + logical_col(col & 63)] =
+        s.h[size_t(pair) * I + (col & ~63) + mma_logical_col(col & 63)] =
             dev::float_to_bf16_bits(silu * up);
       } else {
 #pragma unroll

@@ -47,7 +47,7 @@ struct CodeSlot {
   int nibble;
 };
 
-MX_HD CodeSlot kernel_code_slot(int64_t r, int64_t k, int64_t K) {
+constexpr MX_HD CodeSlot kernel_code_slot(int64_t r, int64_t k, int64_t K) {
   const int64_t strip = r / kStripRows, kt = k / kTileK;
   const int row = int(r % kStripRows), kin = int(k % kTileK);
   const int g = row & 7, hi_row = row >> 3;        // rows g and g + 8
@@ -60,6 +60,30 @@ MX_HD CodeSlot kernel_code_slot(int64_t r, int64_t k, int64_t K) {
   return {tile * kTileCodeBytes + lane * 16 + kk * 4 + (reg + 4 * half) / 2,
           (reg + 4 * half) & 1};
 }
+
+// Position in the MMA's k order (16 * step kk + column of the k16 step) of real
+// column kin (0..63) inside a 64-wide tile: real 16t + 4kk + j holds step kk,
+// column {2t, 2t+1, 2t+8, 2t+9}[j]. Operands read by the tensor cores in
+// their own order (wgmma's B from shared memory) must be stored permuted so.
+constexpr MX_HD int mma_logical_col(int kin) {
+  const int t = kin >> 4, kk = (kin >> 2) & 3, j = kin & 3;
+  return 16 * kk + 2 * t + (j & 1) + 8 * (j >> 1);
+}
+
+// mma_logical_col agrees with where kernel_code_slot puts each code: the word
+// of step kk, fragment register a0/a2 (columns 2t, 2t+1 / 2t+8, 2t+9) of lane t.
+constexpr bool mma_logical_col_matches_layout() {
+  for (int kin = 0; kin < kTileK; ++kin) {
+    const CodeSlot s = kernel_code_slot(0, kin, kTileK);
+    const int lane = int(s.byte) / 16, kk = int(s.byte % 16) / 4;
+    const int n = int(s.byte % 4) * 2 + s.nibble;  // nibble of the word
+    const int reg = n & 3, half = n >> 2, t = lane & 3;
+    if (16 * kk + 2 * t + half + 8 * (reg >> 1) != mma_logical_col(kin)) return false;
+  }
+  return true;
+}
+static_assert(mma_logical_col_matches_layout(),
+              "mma_logical_col disagrees with the kernel layout (kernel_code_slot)");
 
 // Byte offset of the scale of (row r, block kb) in the kernel scale array.
 MX_HD int64_t kernel_scale_slot(int64_t r, int64_t kb, int64_t K) {
