@@ -191,7 +191,7 @@ void bench_decode(cuda::CudaAttention& att, double copy_gbs, std::vector<Row>& r
     const double per_token = c.latent ? dk * esz + scale_bytes : 2.0 * (kvh * dk * esz + scale_bytes);
     const double bytes = double(c.batch) * double(c.ctx) * per_token;
     const double gbs = bytes / (us * 1e3);
-    rows.push_back({c.latent ? "decode MLA (generic)" : "decode GQA",
+    rows.push_back({c.latent ? "decode MLA (auto: mla_decode)" : "decode GQA",
                     fmt::format("b{} ctx{} {} {}", c.batch, c.ctx, c.dtype == DType::BF16 ? "bf16" : "fp8",
                                 c.latent ? "64q x 576/512" : "32q/8kv x128"),
                     us, gbs, "GB/s of KV", gbs / copy_gbs});

@@ -43,7 +43,7 @@ using cuda::AttentionKernel;
 // backends read the same stored values and dequantize them exactly.
 constexpr double kExact = 0.0;         // store_kv bytes, gather_cached_k values
 constexpr double kF32Path = 2e-5;      // CUDA-core kernel: F32 math, other summation order, expf
-constexpr double kBf16Path = 2e-2;     // tensor cores: Q, K, V and P rounded to BF16 (2^-9 each)
+constexpr double kBf16Path = 1e-2;     // tensor cores (tensor-core, mla-decode): Q, K, V, P rounded to BF16
 
 struct Result {
   std::string op, shape;
@@ -94,7 +94,13 @@ Result compare_rows(const std::string& op, const std::string& shape, const Tenso
 
 const char* dtype_label(DType d) { return d == DType::BF16 ? "bf16" : d == DType::F8E4M3 ? "fp8" : "f32"; }
 const char* kernel_label(AttentionKernel k) {
-  return k == AttentionKernel::Auto ? "auto" : k == AttentionKernel::Generic ? "generic" : "tensor-core";
+  switch (k) {
+    case AttentionKernel::Auto: return "auto";
+    case AttentionKernel::Generic: return "generic";
+    case AttentionKernel::TensorCore: return "tensor-core";
+    case AttentionKernel::MlaDecode: return "mla-decode";
+  }
+  return "?";
 }
 
 void poison(const Tensor& t) {
@@ -179,6 +185,17 @@ struct PagedCase {
   std::vector<SeqSpec> seqs;
 };
 
+// The kernel CudaAttention picks for a case (cuda_attention.h's rules).
+std::string kernel_path(const PagedCase& pc, DType dtype, AttentionKernel k) {
+  const bool decode_only = std::all_of(pc.seqs.begin(), pc.seqs.end(), [](const SeqSpec& s) { return s.fresh == 1; });
+  const bool mla = pc.latent && pc.kv_heads == 1 && pc.k_dim == 576 && pc.v_dim == 512 && dtype != DType::F32 &&
+                   decode_only && (k == AttentionKernel::Auto || k == AttentionKernel::MlaDecode);
+  if (mla) return "mla-decode";
+  const bool tc = cuda::tensor_core_attention_supports(int(pc.k_dim), int(pc.v_dim)) &&
+                  (k == AttentionKernel::TensorCore || (k == AttentionKernel::Auto && !decode_only));
+  return tc ? "tensor-core" : "generic";
+}
+
 void run_paged(cuda::CudaAttention& gpu, Ops& cpu, const PagedCase& pc, DType dtype, int64_t bs,
                const std::vector<AttentionKernel>& kernels, std::vector<Result>& out) {
   const int64_t blocks = blocks_for(pc.seqs, bs);
@@ -218,20 +235,17 @@ void run_paged(cuda::CudaAttention& gpu, Ops& cpu, const PagedCase& pc, DType dt
   Tensor qd = to_device(q);
   for (AttentionKernel k : kernels) {
     gpu.set_kernel(k);
-    const bool tc = k != AttentionKernel::Generic && cuda::tensor_core_attention_supports(int(pc.k_dim), int(pc.v_dim)) &&
-                    (k == AttentionKernel::TensorCore ||
-                     std::any_of(pc.seqs.begin(), pc.seqs.end(), [](const SeqSpec& s) { return s.fresh > 1; }));
-    out.push_back(compare(fmt::format("paged_attention {}", kernel_label(k)), shape,
-                          gpu.paged_attention(qd, c.gpu, meta, scale), ref, tc ? kBf16Path : kF32Path));
+    const std::string path = kernel_path(pc, dtype, k);
+    out.push_back(compare(fmt::format("paged_attention {} ({})", kernel_label(k), path), shape,
+                          gpu.paged_attention(qd, c.gpu, meta, scale), ref,
+                          path == "generic" ? kF32Path : kBf16Path));
   }
   gpu.set_kernel(AttentionKernel::Auto);
   // The same metadata never prepared (a copy at another address): uploaded ad hoc.
   AttentionMeta copy = meta;
-  out.push_back(compare("paged_attention unprepared", shape, gpu.paged_attention(qd, c.gpu, copy, scale), ref,
-                        cuda::tensor_core_attention_supports(int(pc.k_dim), int(pc.v_dim)) &&
-                                std::any_of(pc.seqs.begin(), pc.seqs.end(), [](auto& s) { return s.fresh > 1; })
-                            ? kBf16Path
-                            : kF32Path));
+  const std::string path = kernel_path(pc, dtype, AttentionKernel::Auto);
+  out.push_back(compare(fmt::format("paged_attention unprepared ({})", path), shape,
+                        gpu.paged_attention(qd, c.gpu, copy, scale), ref, path == "generic" ? kF32Path : kBf16Path));
 }
 
 void run_dense(cuda::CudaAttention& gpu, Ops& cpu, int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
@@ -252,7 +266,7 @@ void run_dense(cuda::CudaAttention& gpu, Ops& cpu, int64_t tq, int64_t tk, int64
 
 void run_all(cuda::CudaAttention& gpu, Ops& cpu, std::vector<Result>& out) {
   const std::vector<AttentionKernel> all = {AttentionKernel::Auto, AttentionKernel::Generic,
-                                            AttentionKernel::TensorCore};
+                                            AttentionKernel::TensorCore, AttentionKernel::MlaDecode};
   const std::vector<SeqSpec> mixed = {{0, 100}, {300, 70}, {517, 1}, {0, 1}, {1000, 1}, {64, 130}};
   const std::vector<SeqSpec> decode = {{3000, 1}, {17, 1}, {1500, 1}, {255, 1}};
   for (DType dtype : {DType::BF16, DType::F8E4M3, DType::F32}) {

@@ -80,9 +80,13 @@ void launch_generic_attention(const AttentionArgs& a, int num_splits, float* wor
 
 // Tensor cores (mma.sync m16n8k16 BF16, F32 accumulation): Q, K, V and the
 // softmax weights P rounded to BF16 on their way into the tensor cores. 64
-// query rows of one q head per block, 64-key tiles. Shapes it takes:
-// tensor_core_attention_supports(k.dim, v.dim).
+// query rows of one q head per block, 64-key tiles (BF16 sources: two cp.async
+// stages). Shapes it takes: tensor_core_attention_supports(k.dim, v.dim);
+// head dims must be multiples of 8 elements apart (16-byte row chunks).
 bool tensor_core_attention_supports(int k_dim, int v_dim);
 void launch_tensor_core_attention(const AttentionArgs& a, cudaStream_t stream);
+// out[i] = bf16(x[i]) (round to nearest even): dense F32 K/V become BF16 once
+// before the tensor-core kernel reads them many times.
+void launch_f32_to_bf16_rows(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
 
 }  // namespace mx::cuda

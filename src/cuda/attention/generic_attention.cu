@@ -4,8 +4,8 @@
 // reading the cache. A block serves one query row and up to kHeads q heads of
 // one KV head, so each cached row is read once for the whole group (GQA) or
 // for 8 heads at a time (MLA's single latent head). Keys go in tiles of kTile:
-//   scores  (a warp per key, lanes over dims; the 8 partial dots are
-//            reduce-scattered over the warp in 9 shuffles),
+//   scores  (a warp per 4 keys, lanes over dims; each key's 8 partial dots
+//            are reduce-scattered over the warp in 9 shuffles),
 //   softmax (online: running max m and sum l per head),
 //   values  (a thread per output dim, each value read once for the 8 heads).
 // With num_splits > 1 each row's keys are cut into ranges whose partial
@@ -22,6 +22,7 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kHeads = 8;
 constexpr int kTile = 64;
+constexpr int kKeysPerWarp = 4;
 
 struct Smem {
   float* q;         // [kHeads, dk]
@@ -108,18 +109,33 @@ __global__ void __launch_bounds__(kThreads) generic_attention_kernel(AttentionAr
       sm.v_scale[tid] = T == KvType::FP8 ? a.v.scale[row] : 1.0f;
     }
     __syncthreads();
-    for (int j = warp; j < n; j += kWarps) {
-      const int64_t base = sm.rows[j] * a.k.row_stride + int64_t(kh) * a.k.head_stride;
-      float acc[kHeads];
+    // A warp takes kKeysPerWarp keys at once so that many loads are in flight.
+    for (int jb = warp * kKeysPerWarp; jb < n; jb += kWarps * kKeysPerWarp) {
+      int64_t base[kKeysPerWarp];
+      float acc[kKeysPerWarp][kHeads];
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h) acc[h] = 0.0f;
-      for (int d = lane; d < dk; d += 32) {
-        const float kv = kv_load<T>(a.k.data, base + d);
+      for (int u = 0; u < kKeysPerWarp; ++u) {
+        base[u] = sm.rows[min(jb + u, n - 1)] * a.k.row_stride + int64_t(kh) * a.k.head_stride;
 #pragma unroll
-        for (int h = 0; h < kHeads; ++h) acc[h] += sm.q[h * dk + d] * kv;
+        for (int h = 0; h < kHeads; ++h) acc[u][h] = 0.0f;
       }
-      const float dot = reduce_scatter8(acc, lane);
-      if (lane % 4 == 0) sm.p[((lane >> 2) & 7) * kTile + j] = dot * sm.k_scale[j] * a.scale;
+      for (int d = lane; d < dk; d += 32) {
+        float kv[kKeysPerWarp];
+#pragma unroll
+        for (int u = 0; u < kKeysPerWarp; ++u) kv[u] = kv_load<T>(a.k.data, base[u] + d);
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h) {
+          const float qv = sm.q[h * dk + d];
+#pragma unroll
+          for (int u = 0; u < kKeysPerWarp; ++u) acc[u][h] += qv * kv[u];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kKeysPerWarp; ++u) {
+        const float dot = reduce_scatter8(acc[u], lane);
+        const int j = jb + u;
+        if (lane % 4 == 0 && j < n) sm.p[((lane >> 2) & 7) * kTile + j] = dot * sm.k_scale[j] * a.scale;
+      }
     }
     __syncthreads();
     for (int h = warp; h < kHeads; h += kWarps) {
@@ -148,6 +164,7 @@ __global__ void __launch_bounds__(kThreads) generic_attention_kernel(AttentionAr
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) o[c][h] *= sm.alpha[h];
       const int64_t col_base = int64_t(kh) * a.v.head_stride + col;
+#pragma unroll 8
       for (int j = 0; j < n; ++j) {
         const float vv = kv_load<T>(a.v.data, sm.rows[j] * a.v.row_stride + col_base) * sm.v_scale[j];
 #pragma unroll

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "cuda/attention/attention_kernels.h"
+#include "cuda/attention/mla_decode.h"
 #include "cuda/backend/device_memory.h"
 
 namespace mx::cuda {
@@ -27,6 +28,10 @@ struct DeviceAttentionMeta {
   std::vector<const int32_t*> host_tables;  // per seq: its host block table
   std::vector<size_t> host_table_sizes;
   int32_t max_context = 0, max_new = 0, rows_covered = 0, max_block_id = -1;
+  // Decode-only with sequence i at row i (MLA's absorbed batch): the layout
+  // mla_decode takes, with context_lens = num_cached + 1.
+  bool decode_batch = false;
+  const int32_t* context_lens = nullptr;
 };
 
 namespace {
@@ -105,7 +110,7 @@ std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, cuda
     for (int64_t r = 0; r < s.num_new; r += kQueryTile) tiles.insert(tiles.end(), {int32_t(i), int32_t(r)});
   }
   const size_t slot_bytes = meta.slots.size() * sizeof(int64_t);
-  const size_t ints = 3 * n + token_seq.size() + tiles.size() + n * max_blocks;
+  const size_t ints = 4 * n + token_seq.size() + tiles.size() + n * max_blocks;
   std::vector<uint8_t> host(slot_bytes + ints * sizeof(int32_t));
   if (slot_bytes) std::memcpy(host.data(), meta.slots.data(), slot_bytes);
   int32_t* p = reinterpret_cast<int32_t*>(host.data() + slot_bytes);
@@ -115,9 +120,13 @@ std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, cuda
   int32_t* seq_of = num_cached + n;
   int32_t* q_tiles = seq_of + token_seq.size();
   int32_t* tables = q_tiles + tiles.size();
+  int32_t* context_lens = tables + n * max_blocks;
+  d->decode_batch = n > 0;
   for (size_t i = 0; i < n; ++i) {
     const AttentionSeq& s = meta.seqs[i];
     q_begin[i] = int32_t(s.q_begin), num_new[i] = int32_t(s.num_new), num_cached[i] = int32_t(s.num_cached);
+    context_lens[i] = int32_t(s.num_cached + s.num_new);
+    d->decode_batch = d->decode_batch && s.num_new == 1 && s.q_begin == int64_t(i);
     const size_t used = std::min(s.block_table.size(), max_blocks);
     std::copy(s.block_table.begin(), s.block_table.begin() + ptrdiff_t(used), tables + i * max_blocks);
     std::fill(tables + i * max_blocks + used, tables + (i + 1) * max_blocks, 0);
@@ -145,6 +154,7 @@ std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, cuda
   l.token_seq = dev(seq_of), l.num_rows = rows;
   l.q_tiles = dev(q_tiles), l.num_q_tiles = int32_t(tiles.size() / 2);
   l.block_tables = dev(tables), l.max_blocks = int32_t(max_blocks), l.block_size = int32_t(bs);
+  d->context_lens = dev(context_lens);
   return d;
 }
 
@@ -154,7 +164,8 @@ AttentionKernel parse_attention_kernel(const std::string& name) {
   if (name == "auto") return AttentionKernel::Auto;
   if (name == "generic") return AttentionKernel::Generic;
   if (name == "tensor-core") return AttentionKernel::TensorCore;
-  fail_input("unknown attention kernel '{}' (auto, generic, tensor-core)", name);
+  if (name == "mla-decode") return AttentionKernel::MlaDecode;
+  fail_input("unknown attention kernel '{}' (auto, generic, tensor-core, mla-decode)", name);
 }
 
 CudaAttention::CudaAttention(cudaStream_t stream, bool poison_outputs) : stream_(stream), poison_(poison_outputs) {
@@ -278,28 +289,54 @@ Tensor CudaAttention::gather_cached_k(const KvLayerCache& cache, const std::vect
   return out;
 }
 
+bool CudaAttention::use_tensor_cores(const AttentionArgs& args, bool decode_only) const {
+  return tensor_core_attention_supports(args.k.dim, args.v.dim) &&
+         (kernel_ == AttentionKernel::TensorCore || (kernel_ == AttentionKernel::Auto && !decode_only));
+}
+
 void CudaAttention::run(const AttentionArgs& args, bool decode_only, const char* op) {
-  const bool tc_shape = tensor_core_attention_supports(args.k.dim, args.v.dim);
-  const bool use_tc = tc_shape && (kernel_ == AttentionKernel::TensorCore ||
-                                   (kernel_ == AttentionKernel::Auto && !decode_only));
-  if (use_tc) {
+  if (use_tensor_cores(args, decode_only)) {
     launch_tensor_core_attention(args, stream_);
     check_launch(op);
     return;
   }
   MX_CHECK(args.v.dim <= kGenericMaxVDim, "CudaAttention::{}: value dim {} above the {} the kernels take", op,
            args.v.dim, kGenericMaxVDim);
-  // Few rows and long contexts leave SMs idle: split the keys so that about
-  // two blocks per SM run, each split at least 256 keys long.
+  // The kernel waits on cache reads: few rows and long contexts leave too few
+  // warps in flight. Split the keys until about kBlocksPerSm blocks per SM
+  // run, each split at least 256 keys long.
+  constexpr int64_t kBlocksPerSm = 8;
   const int64_t group = args.q_heads / args.k.heads, blocks = int64_t(args.tokens) * args.k.heads * ((group + 7) / 8);
+  const int64_t target = kBlocksPerSm * num_sms_;
   int splits = 1;
-  if (blocks < 2 * num_sms_)
-    splits = int(std::clamp<int64_t>(std::min<int64_t>((2 * num_sms_ + blocks - 1) / blocks, args.max_context / 256),
-                                     1, 64));
+  if (blocks < target)
+    splits = int(std::clamp<int64_t>(std::min<int64_t>((target + blocks - 1) / blocks, args.max_context / 256), 1, 64));
   Tensor workspace;
   if (splits > 1) workspace = device_empty(DType::F32, {generic_workspace_floats(args, splits)}, stream_);
   launch_generic_attention(args, splits, splits > 1 ? workspace.data<float>() : nullptr, stream_);
   check_launch(op);
+}
+
+bool CudaAttention::use_mla_decode(const KvLayerCache& cache, const DeviceAttentionMeta& d) const {
+  const bool shape = !cache.v.defined() && cache.heads() == 1 && cache.k_dim() == kMlaHeadDim &&
+                     cache.v_dim == kMlaValueDim && cache.k.dtype() != DType::F32 && d.decode_batch;
+  return shape && (kernel_ == AttentionKernel::Auto || kernel_ == AttentionKernel::MlaDecode);
+}
+
+void CudaAttention::run_mla_decode(const AttentionArgs& a, const KvLayerCache& cache, const DeviceAttentionMeta& d) {
+  MlaDecodeArgs m;
+  m.shape.batch = int(d.num_seqs), m.shape.heads = a.q_heads, m.shape.max_blocks = d.layout.max_blocks;
+  m.shape.block_size = d.layout.block_size;
+  m.shape.kv_dtype = cache.k.dtype() == DType::F8E4M3 ? MlaKvDtype::kFP8E4M3 : MlaKvDtype::kBF16;
+  m.q = a.q, m.k_cache = cache.k.raw(), m.k_scale = a.k.scale;
+  m.block_tables = d.layout.block_tables, m.context_lens = d.context_lens;
+  m.softmax_scale = a.scale, m.out = a.out;
+  Tensor workspace;
+  if (const size_t bytes = mla_decode_workspace_bytes(m.shape, 0, num_sms_)) {
+    workspace = device_empty(DType::U8, {int64_t(bytes)}, stream_);
+    m.workspace = workspace.raw();
+  }
+  check_cuda(mla_decode(m, num_sms_, stream_), "paged_attention", "mla_decode");
 }
 
 Tensor CudaAttention::paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMeta& meta,
@@ -326,7 +363,11 @@ Tensor CudaAttention::paged_attention(const Tensor& q, const KvLayerCache& cache
   a.k = cache_view(cache, false), a.v = cache_view(cache, true);
   a.seqs = d.layout;
   a.tokens = int32_t(tokens), a.q_heads = int32_t(q_heads), a.max_context = d.max_context, a.scale = scale;
-  run(a, d.max_new <= 1, op);
+  if (use_mla_decode(cache, d)) {
+    run_mla_decode(a, cache, d);
+  } else {
+    run(a, d.max_new <= 1, op);
+  }
   return out;
 }
 
@@ -350,6 +391,18 @@ Tensor CudaAttention::attention(const Tensor& q, const Tensor& k, const Tensor& 
   a.k = dense_view(k), a.v = dense_view(v);
   a.seqs.single_new = int32_t(tq), a.seqs.single_cached = int32_t(tk - tq);
   a.tokens = int32_t(tq), a.q_heads = int32_t(heads), a.max_context = int32_t(tk), a.scale = scale;
+  Tensor k_bf16, v_bf16;
+  if (use_tensor_cores(a, tq == 1)) {
+    // The kernel reads every K/V row once per 64 query rows: halve those bytes
+    // and take the cp.async path (the values are rounded to BF16 either way).
+    k_bf16 = device_empty(DType::BF16, k.shape(), stream_);
+    v_bf16 = device_empty(DType::BF16, v.shape(), stream_);
+    launch_f32_to_bf16_rows(k.data<float>(), k.numel(), k_bf16.data<uint16_t>(), stream_);
+    launch_f32_to_bf16_rows(v.data<float>(), v.numel(), v_bf16.data<uint16_t>(), stream_);
+    check_launch(op);
+    a.k.data = k_bf16.raw(), a.k.type = KvType::BF16;
+    a.v.data = v_bf16.raw(), a.v.type = KvType::BF16;
+  }
   run(a, tq == 1, op);
   return out;
 }

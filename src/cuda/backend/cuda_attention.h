@@ -28,20 +28,23 @@ namespace mx::cuda {
 struct DeviceAttentionMeta;
 struct AttentionArgs;
 
-// Which attention kernel runs (docs/cuda-attention.md). Auto: the tensor-core
-// kernel for steps with prefill rows when the head dims have an instance
-// (32, 64, 128, and 192/128), the CUDA-core kernel (split over the keys when
-// the step has few rows) for decode-only steps and every other shape.
-enum class AttentionKernel { Auto, Generic, TensorCore };
-AttentionKernel parse_attention_kernel(const std::string& name);  // "auto" | "generic" | "tensor-core"
+// Which attention kernel runs (docs/cuda-attention.md). Auto: MLA decode
+// batches (latent BF16/FP8 cache of 576/512, one new token per sequence, the
+// sequence at row i) go to mla_decode (src/cuda/attention/mla_decode.h); steps
+// with prefill rows to the tensor-core kernel when the head dims have an
+// instance (32, 64, 128, and 192/128); the rest to the CUDA-core kernel (split
+// over the keys when the step has few rows).
+enum class AttentionKernel { Auto, Generic, TensorCore, MlaDecode };
+// "auto" | "generic" | "tensor-core" | "mla-decode"
+AttentionKernel parse_attention_kernel(const std::string& name);
 
 class CudaAttention {
  public:
   CudaAttention(cudaStream_t stream, bool poison_outputs);
   ~CudaAttention();
 
-  // Overrides the automatic choice (tests and benchmarks; TensorCore falls
-  // back to Generic for dims without a tensor-core instance).
+  // Overrides the automatic choice (tests and benchmarks; TensorCore and
+  // MlaDecode fall back to Generic where their kernel does not take the shape).
   void set_kernel(AttentionKernel k) { kernel_ = k; }
 
   void begin_step();
@@ -60,6 +63,9 @@ class CudaAttention {
   const int32_t* find_prepared_block_table(const std::vector<int32_t>& block_table) const;
   // Runs one attention over args (kernel choice, key splits, workspace).
   void run(const AttentionArgs& args, bool decode_only, const char* op);
+  bool use_tensor_cores(const AttentionArgs& args, bool decode_only) const;
+  bool use_mla_decode(const KvLayerCache& cache, const DeviceAttentionMeta& d) const;
+  void run_mla_decode(const AttentionArgs& args, const KvLayerCache& cache, const DeviceAttentionMeta& d);
   void check_launch(const char* op);
 
   cudaStream_t stream_;
