@@ -19,7 +19,8 @@ class ThreadPool {
 
   int size() const { return int(workers_.size()) + 1; }
   // Calls fn(begin, end) on disjoint chunks covering [0, n); blocks until done.
-  // The calling thread takes a chunk too. Not reentrant.
+  // The calling thread takes a chunk too. Not reentrant; calls from several
+  // threads (tensor-parallel ranks in one process) take turns.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
   // Process-wide pool sized by set_global_threads() (default: all cores).
@@ -30,6 +31,7 @@ class ThreadPool {
   void worker_loop(int index);
 
   std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one parallel_for at a time
   std::mutex mu_;
   std::condition_variable wake_, done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;

@@ -4,11 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/shard.h"
 #include "io/model_config.h"
 #include "quant/linear_weight.h"
 
@@ -36,6 +38,20 @@ struct LoadOptions {
   int num_threads = 0;                                     // CPU backend: 0 = all cores
   std::string device = "cpu";                              // Ops backend (ops/backend_registry.h): cpu, cuda
   int device_index = 0;                                    // which GPU for device = cuda
+  // "auto": the checkpoint's weights; "dummy": random weights of the config's
+  // shapes and formats (quant/dummy_source.h), seeded by dummy_seed.
+  std::string load_format = "auto";
+  uint64_t dummy_seed = 0;
+  // Tensor parallelism (docs/parallel.md): > 1 makes load_causal_lm start one
+  // worker thread per rank (device_index + rank) and shard the weights;
+  // expert_parallel gives each rank whole MoE experts instead of slices.
+  int tensor_parallel_size = 1;
+  bool expert_parallel = false;
+  // Called once (on the engine's thread) when a rank fails, after the group
+  // stopped; serve uses it to shut down with the rank's error.
+  std::function<void(const std::string&)> on_parallel_failure;
+  // Set by the parallel loader for each rank's model (not by callers).
+  ShardSpec shard;
 };
 
 class CausalLM {
@@ -49,9 +65,6 @@ class CausalLM {
   // Writes the new tokens' KV into their blocks and returns F32 logits
   // [number of seqs with need_logits, vocab_size], in seqs order.
   virtual Tensor forward(const ForwardBatch& batch) = 0;
-  // The same logits left where the backend computed them (GPU memory on the
-  // CUDA backend), for a sampler that runs there (engine/batch_sampler.h).
-  virtual Tensor forward_resident(const ForwardBatch& batch) { return forward(batch); }
   // "DeepseekV3 (kimi_k25), 4 layers, mxfp4 experts (W4A4), cpu"
   virtual std::string describe() const = 0;
 };

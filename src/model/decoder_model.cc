@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/backend_registry.h"
+#include "quant/dummy_source.h"
 
 namespace mx {
 
@@ -39,12 +40,14 @@ void DecoderModel::load_layers(const LayerBlocks& make_blocks) {
     lm_head_.out_features = embed_.dim(0);
     lm_head_.in_features = embed_.dim(1);
     lm_head_.weight = embed_;
-  } else {
-    lm_head_ = w.linear("lm_head");
+  } else if (options_.shard.rank == 0) {
+    lm_head_ = w.linear("lm_head");  // replicated; only rank 0 computes logits
   }
   if (embed_.ndim() != 2 || embed_.dim(1) != config_.hidden_size)
     fail_input("embed_tokens {} does not match hidden_size {}", embed_.describe(), config_.hidden_size);
-  weight_summary_ = w.summary();
+  // A dummy source would generate every tensor again for the survey.
+  const auto* dummy = dynamic_cast<const DummyTensorSource*>(source_.get());
+  weight_summary_ = dummy ? dummy->summary() : w.summary();
   // One line: the loader's summary lists one format per line.
   while (!weight_summary_.empty() && weight_summary_.back() == '\n') weight_summary_.pop_back();
   for (char& ch : weight_summary_)
@@ -93,9 +96,7 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   return step;
 }
 
-Tensor DecoderModel::forward(const ForwardBatch& batch) { return ops_->to_host(forward_resident(batch)); }
-
-Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
+Tensor DecoderModel::forward(const ForwardBatch& batch) {
   if (!kv_allocated_) fail("forward called before allocate_kv_cache");
   StepContext step = make_step(batch);
   Ops& ops = *ops_;
@@ -108,8 +109,13 @@ Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
   Tensor h = ops.rms_norm(x, layers_.front().input_norm, eps);
   for (size_t i = 0; i < layers_.size(); ++i) {
     DecoderLayer& l = layers_[i];
-    h = ops.add_rms_norm(x, l.attention->forward(ops, h, step), l.post_attention_norm, eps);
+    // Sharded blocks return partial sums (row-parallel o_proj / down_proj):
+    // one all_reduce per block completes them before the residual add.
+    Tensor a = l.attention->forward(ops, h, step);
+    options_.shard.all_reduce(a);
+    h = ops.add_rms_norm(x, a, l.post_attention_norm, eps);
     Tensor y = l.ffn->forward(ops, h);
+    options_.shard.all_reduce(y);
     const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
     h = ops.add_rms_norm(x, y, next_norm, eps);
   }
@@ -120,13 +126,19 @@ Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
     row += s.num_new_tokens;
     if (s.need_logits && s.num_new_tokens > 0) rows.push_back(row - 1);
   }
-  return ops.linear(ops.gather_rows(h, rows), lm_head_);
+  // Every rank holds the same h; only rank 0 (which samples) needs logits.
+  if (options_.shard.rank != 0) return ops.empty(DType::F32, {int64_t(rows.size()), 0});
+  return ops.to_host(ops.linear(ops.gather_rows(h, rows), lm_head_));
 }
 
 std::string DecoderModel::describe() const {
-  return fmt::format("{} ({}), {} layers, weights: {}, activations {}, {}", family_name(), config_.model_type,
+  std::string parallel;
+  if (options_.shard.sharded())
+    parallel = fmt::format(", rank {} of {} ({})", options_.shard.rank, options_.shard.world,
+                           options_.shard.expert_parallel ? "TP attention, EP experts" : "TP");
+  return fmt::format("{} ({}), {} layers, weights: {}, activations {}, {}{}", family_name(), config_.model_type,
                      layers_.size(), weight_summary_,
-                     options_.activation_mode == ActivationMode::W4A4 ? "W4A4" : "W4A16", options_.device);
+                     options_.activation_mode == ActivationMode::W4A4 ? "W4A4" : "W4A16", options_.device, parallel);
 }
 
 }  // namespace mx

@@ -18,11 +18,11 @@ class DeepseekV3 : public DecoderModel {
     rope_ = make_rope_table(c.rope_scaling, c.rope_theta, c.qk_rope_head_dim, c.max_position_embeddings,
                             RopeTable::Style::Interleaved);
     load_layers([&](int64_t i, const std::string& p, DecoderLayer& l) {
-      l.attention = std::make_unique<MlaAttention>(*loader_, c, p + ".self_attn", rope_);
+      l.attention = std::make_unique<MlaAttention>(*loader_, c, p + ".self_attn", rope_, options_.shard);
       if (c.is_moe_layer(i))
-        l.ffn = std::make_unique<Moe>(*loader_, c, p + ".mlp");
+        l.ffn = std::make_unique<Moe>(*loader_, c, p + ".mlp", options_.shard);
       else
-        l.ffn = std::make_unique<SwiGluMlp>(*loader_, p + ".mlp");
+        l.ffn = std::make_unique<SwiGluMlp>(*loader_, p + ".mlp", options_.shard);
     });
   }
 

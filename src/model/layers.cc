@@ -20,8 +20,10 @@ int64_t kv_element_bytes(DType dtype) { return int64_t(dtype_size(dtype)); }
 
 // ---------------------------------------------------------------- SwiGluMlp
 
-SwiGluMlp::SwiGluMlp(const WeightLoader& w, const std::string& prefix)
-    : gate_(w.linear(prefix + ".gate_proj")), up_(w.linear(prefix + ".up_proj")), down_(w.linear(prefix + ".down_proj")) {}
+SwiGluMlp::SwiGluMlp(const WeightLoader& w, const std::string& prefix, const ShardSpec& shard)
+    : gate_(column_parallel(w.linear(prefix + ".gate_proj"), shard)),
+      up_(column_parallel(w.linear(prefix + ".up_proj"), shard)),
+      down_(row_parallel(w.linear(prefix + ".down_proj"), shard)) {}
 
 Tensor SwiGluMlp::forward(Ops& ops, const Tensor& h) const {
   return ops.linear(ops.silu_and_mul(ops.linear(h, gate_), ops.linear(h, up_)), down_);
@@ -29,14 +31,29 @@ Tensor SwiGluMlp::forward(Ops& ops, const Tensor& h) const {
 
 // ---------------------------------------------------------------- Moe
 
-Moe::Moe(const WeightLoader& w, const ModelConfig& c, const std::string& prefix) : gate_(w.linear(prefix + ".gate")) {
+Moe::Moe(const WeightLoader& w, const ModelConfig& c, const std::string& prefix, const ShardSpec& shard)
+    : gate_(w.linear(prefix + ".gate")) {
   if (w.has(prefix + ".gate.e_score_correction_bias")) correction_bias_ = w.tensor(prefix + ".gate.e_score_correction_bias");
-  experts_.reserve(size_t(c.n_routed_experts));
-  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+  // Expert parallel: only experts [owned_begin, owned_end) are read; the rest
+  // share one all-zero expert (routing still sees all experts).
+  auto [owned_begin, owned_end] = shard.expert_parallel && shard.sharded()
+                                      ? shard.part(c.n_routed_experts, prefix + ": n_routed_experts")
+                                      : std::pair<int64_t, int64_t>{0, c.n_routed_experts};
+  auto expert = [&](int64_t e) {
     std::string p = prefix + ".experts." + std::to_string(e);
-    experts_.push_back({w.linear(p + ".gate_proj"), w.linear(p + ".up_proj"), w.linear(p + ".down_proj")});
+    ExpertWeights x{w.linear(p + ".gate_proj"), w.linear(p + ".up_proj"), w.linear(p + ".down_proj")};
+    if (shard.expert_parallel) return x;
+    return ExpertWeights{column_parallel(x.gate, shard), column_parallel(x.up, shard), row_parallel(x.down, shard)};
+  };
+  experts_.resize(size_t(c.n_routed_experts));
+  for (int64_t e = owned_begin; e < owned_end; ++e) experts_[size_t(e)] = expert(e);
+  if (owned_end - owned_begin < c.n_routed_experts && owned_end > owned_begin) {
+    const ExpertWeights& x = experts_[size_t(owned_begin)];
+    ExpertWeights zero{zero_linear_like(x.gate), zero_linear_like(x.up), zero_linear_like(x.down)};
+    for (int64_t e = 0; e < c.n_routed_experts; ++e)
+      if (e < owned_begin || e >= owned_end) experts_[size_t(e)] = zero;
   }
-  if (c.n_shared_experts > 0) shared_ = std::make_unique<SwiGluMlp>(w, prefix + ".shared_experts");
+  if (c.n_shared_experts > 0) shared_ = std::make_unique<SwiGluMlp>(w, prefix + ".shared_experts", shard);
   routing_.top_k = c.num_experts_per_tok;
   routing_.n_group = std::max<int64_t>(1, c.n_group);
   routing_.topk_group = std::max<int64_t>(1, c.topk_group);
@@ -61,7 +78,7 @@ Tensor Moe::forward(Ops& ops, const Tensor& h) const {
 // ---------------------------------------------------------------- GqaAttention
 
 GqaAttention::GqaAttention(const WeightLoader& w, const ModelConfig& c, const std::string& prefix,
-                           const RopeTable& rope)
+                           const RopeTable& rope, const ShardSpec& shard)
     : q_(w.linear(prefix + ".q_proj")),
       k_(w.linear(prefix + ".k_proj")),
       v_(w.linear(prefix + ".v_proj")),
@@ -74,6 +91,28 @@ GqaAttention::GqaAttention(const WeightLoader& w, const ModelConfig& c, const st
   if (q_.out_features != heads_ * head_dim_ || k_.out_features != kv_heads_ * head_dim_)
     fail_input("{}: q_proj/k_proj outputs {}/{} do not match {} heads, {} KV heads of {}", prefix, q_.out_features,
                k_.out_features, heads_, kv_heads_, head_dim_);
+  if (shard.sharded()) shard_heads(shard, prefix);
+}
+
+void GqaAttention::shard_heads(const ShardSpec& shard, const std::string& prefix) {
+  const int64_t group = heads_ / kv_heads_;  // query heads per KV head
+  auto [q_begin, q_end] = shard.part(heads_, prefix + ": num_attention_heads");
+  q_ = column_parallel(q_, shard, head_dim_);
+  o_ = row_parallel(o_, shard, head_dim_);
+  if (kv_heads_ % shard.world == 0) {
+    k_ = column_parallel(k_, shard, head_dim_);
+    v_ = column_parallel(v_, shard, head_dim_);
+    kv_heads_ /= shard.world;
+  } else {
+    // Fewer KV heads than ranks: this rank's query heads all read one KV head.
+    if (shard.world % kv_heads_ != 0)
+      fail_input("{}: {} KV heads neither split over nor replicate onto {} ranks", prefix, kv_heads_, shard.world);
+    const int64_t kv = q_begin / group;
+    k_ = slice_out_features(k_, kv * head_dim_, (kv + 1) * head_dim_);
+    v_ = slice_out_features(v_, kv * head_dim_, (kv + 1) * head_dim_);
+    kv_heads_ = 1;
+  }
+  heads_ = q_end - q_begin;
 }
 
 Tensor GqaAttention::forward(Ops& ops, const Tensor& h, const StepContext& step) {
@@ -98,7 +137,7 @@ int64_t GqaAttention::kv_bytes_per_token(DType dtype) const {
 // ---------------------------------------------------------------- MlaAttention
 
 MlaAttention::MlaAttention(const WeightLoader& w, const ModelConfig& c, const std::string& prefix,
-                           const RopeTable& rope)
+                           const RopeTable& rope, const ShardSpec& shard)
     : kv_a_(w.linear(prefix + ".kv_a_proj_with_mqa")),
       kv_b_(w.linear(prefix + ".kv_b_proj")),
       o_(w.linear(prefix + ".o_proj")),
@@ -120,6 +159,14 @@ MlaAttention::MlaAttention(const WeightLoader& w, const ModelConfig& c, const st
   if (kv_a_.out_features != kv_lora_ + rope_dim_ || kv_b_.out_features != heads_ * (nope_ + v_dim_))
     fail_input("{}: kv_a_proj_with_mqa [{}] / kv_b_proj [{}] do not match kv_lora_rank {}, rope {}, {} heads", prefix,
                kv_a_.out_features, kv_b_.out_features, kv_lora_, rope_dim_, heads_);
+  if (shard.sharded()) {  // this rank's heads: [begin, end) of heads_
+    auto [begin, end] = shard.part(heads_, prefix + ": num_attention_heads");
+    if (q_b_.defined()) q_b_ = column_parallel(q_b_, shard, nope_ + rope_dim_);
+    if (q_proj_.defined()) q_proj_ = column_parallel(q_proj_, shard, nope_ + rope_dim_);
+    kv_b_ = column_parallel(kv_b_, shard, nope_ + v_dim_);
+    o_ = row_parallel(o_, shard, v_dim_);
+    heads_ = end - begin;
+  }
   // Absorbed form: kv_b_proj viewed [heads, nope + v, kv_lora], split per head.
   Tensor kv_b = dequantize_weight(kv_b_);
   w_uk_ = Tensor::empty(DType::F32, {heads_, nope_, kv_lora_});

@@ -1,12 +1,16 @@
 // Building blocks shared by the model families, written only against Ops so
 // a backend implements ops, never models: SwiGLU MLP, MoE (routed + shared
 // experts), GQA attention and MLA attention over the paged KV cache.
+// Under tensor parallelism (dist/shard.h) each block loads its rank's slice of
+// the weights and returns a partial output that DecoderModel sums over the
+// ranks (one all_reduce per block); the forward code is the same.
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "dist/shard.h"
 #include "io/model_config.h"
 #include "model/causal_lm.h"
 #include "ops/ops.h"
@@ -44,7 +48,8 @@ class Attention {
 
 class SwiGluMlp : public FeedForward {
  public:
-  SwiGluMlp(const WeightLoader& w, const std::string& prefix);
+  // gate/up column-parallel, down row-parallel.
+  SwiGluMlp(const WeightLoader& w, const std::string& prefix, const ShardSpec& shard = {});
   Tensor forward(Ops& ops, const Tensor& h) const override;
 
  private:
@@ -52,9 +57,13 @@ class SwiGluMlp : public FeedForward {
 };
 
 // DeepSeek-V3 MoE: router (noaux_tc or softmax), routed experts, shared experts.
+// Sharded: the router is replicated, shared experts split like SwiGluMlp, and
+// routed experts either split the same way (TP-MoE) or, with
+// shard.expert_parallel, owned whole by one rank each; the experts of other
+// ranks are one shared all-zero expert, so they add exactly 0 here.
 class Moe : public FeedForward {
  public:
-  Moe(const WeightLoader& w, const ModelConfig& c, const std::string& prefix);
+  Moe(const WeightLoader& w, const ModelConfig& c, const std::string& prefix, const ShardSpec& shard = {});
   Tensor forward(Ops& ops, const Tensor& h) const override;
 
  private:
@@ -67,14 +76,18 @@ class Moe : public FeedForward {
 };
 
 // Llama-style attention: q/k/v/o projections, neox RoPE, GQA over a paged cache.
+// Sharded: query heads split over the ranks, KV heads split too or, when
+// there are fewer KV heads than ranks, each rank keeps the one its queries use.
 class GqaAttention : public Attention {
  public:
-  GqaAttention(const WeightLoader& w, const ModelConfig& c, const std::string& prefix, const RopeTable& rope);
+  GqaAttention(const WeightLoader& w, const ModelConfig& c, const std::string& prefix, const RopeTable& rope,
+               const ShardSpec& shard = {});
   Tensor forward(Ops& ops, const Tensor& h, const StepContext& step) override;
   void allocate(Ops& ops, int64_t num_blocks, int64_t block_size, DType dtype) override;
   int64_t kv_bytes_per_token(DType dtype) const override;
 
  private:
+  void shard_heads(const ShardSpec& shard, const std::string& prefix);
   LinearWeight q_, k_, v_, o_;
   const RopeTable& rope_;
   int64_t heads_, kv_heads_, head_dim_;
@@ -83,10 +96,13 @@ class GqaAttention : public Attention {
 
 // Multi-head latent attention (kimi-k2.5.md §3): expanded form for prefill
 // chunks, absorbed form (MQA over the 576-wide latent cache) for decode tokens,
-// both with the same softmax scale.
+// both with the same softmax scale. Sharded: heads split over the ranks
+// (q_b/q_proj and kv_b by head, o_proj's inputs by head); the low-rank
+// q_a/kv_a projections and the latent cache are replicated.
 class MlaAttention : public Attention {
  public:
-  MlaAttention(const WeightLoader& w, const ModelConfig& c, const std::string& prefix, const RopeTable& rope);
+  MlaAttention(const WeightLoader& w, const ModelConfig& c, const std::string& prefix, const RopeTable& rope,
+               const ShardSpec& shard = {});
   Tensor forward(Ops& ops, const Tensor& h, const StepContext& step) override;
   void allocate(Ops& ops, int64_t num_blocks, int64_t block_size, DType dtype) override;
   int64_t kv_bytes_per_token(DType dtype) const override;

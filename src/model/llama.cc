@@ -16,8 +16,8 @@ class Llama : public DecoderModel {
     rope_ = make_rope_table(c.rope_scaling, c.rope_theta, head_dim, c.max_position_embeddings,
                             RopeTable::Style::Neox);
     load_layers([&](int64_t, const std::string& p, DecoderLayer& l) {
-      l.attention = std::make_unique<GqaAttention>(*loader_, c, p + ".self_attn", rope_);
-      l.ffn = std::make_unique<SwiGluMlp>(*loader_, p + ".mlp");
+      l.attention = std::make_unique<GqaAttention>(*loader_, c, p + ".self_attn", rope_, options_.shard);
+      l.ffn = std::make_unique<SwiGluMlp>(*loader_, p + ".mlp", options_.shard);
     });
   }
 

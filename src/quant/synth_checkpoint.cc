@@ -13,6 +13,7 @@
 #include "quant/int4_group.h"
 #include "quant/linear_weight.h"
 #include "quant/mxfp4.h"
+#include "quant/synth_values.h"
 
 namespace mx {
 
@@ -49,11 +50,12 @@ class Builder {
   // 2^{-1,0,1} so MXFP4/INT4 scales differ between blocks.
   std::vector<float> random_weight(const std::string& name, int64_t out, int64_t in) {
     Rng rng(seed_, name);
-    const double stddev = 1.0 / std::sqrt(double(in)) * 0.756;  // 0.756 undoes the block factors' variance
+    const double stddev = synth::weight_stddev(in);
     std::vector<float> w(size_t(out * in));
-    for (size_t b = 0; b < w.size(); b += 32) {
-      double factor = std::ldexp(1.0, int(rng.uniform() * 3.0) - 1);
-      for (size_t i = b; i < std::min(w.size(), b + 32); ++i) w[i] = round_bf16(float(rng.normal() * stddev * factor));
+    for (size_t b = 0; b < w.size(); b += synth::kFactorBlock) {
+      double factor = synth::block_factor(rng.uniform());
+      for (size_t i = b; i < std::min(w.size(), b + synth::kFactorBlock); ++i)
+        w[i] = round_bf16(float(rng.normal() * stddev * factor));
     }
     return w;
   }
@@ -97,7 +99,7 @@ class Builder {
     for (auto& x : v) x = round_bf16(float(mean + stddev * rng.normal()));
     return Tensor::from_f32(v, std::move(shape));
   }
-  void norm(const std::string& name, int64_t dim) { random_bf16(name, {dim}, 1.0, 0.05); }
+  void norm(const std::string& name, int64_t dim) { random_bf16(name, {dim}, synth::kNormMean, synth::kNormStd); }
   void add(const std::string& name, Tensor t) { tensors_.emplace_back(name, std::move(t)); }
   const NamedTensors& tensors() const { return tensors_; }
 
@@ -120,7 +122,7 @@ using FormatOf = std::function<WeightFormat(const std::string& name)>;
 
 void emit_deepseek(Builder& b, const DeepseekShape& s, const std::string& prefix, const FormatOf& format_of) {
   auto lin = [&](const std::string& name, int64_t out, int64_t in) { b.linear(prefix + name, out, in, format_of(name)); };
-  b.random_bf16(prefix + "model.embed_tokens.weight", {s.vocab, s.hidden}, 0.0, 1.0);
+  b.random_bf16(prefix + "model.embed_tokens.weight", {s.vocab, s.hidden}, 0.0, synth::kEmbedStd);
   for (int64_t l = 0; l < s.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     b.norm(prefix + p + "input_layernorm.weight", s.hidden);
@@ -140,7 +142,7 @@ void emit_deepseek(Builder& b, const DeepseekShape& s, const std::string& prefix
     }
     lin(p + "mlp.gate", s.experts, s.hidden);
     b.add(prefix + p + "mlp.gate.e_score_correction_bias",
-          b.random_f32(prefix + p + "mlp.gate.e_score_correction_bias", {s.experts}, 0.0, 0.02));
+          b.random_f32(prefix + p + "mlp.gate.e_score_correction_bias", {s.experts}, 0.0, synth::kCorrectionBiasStd));
     for (int64_t e = 0; e < s.experts; ++e) {
       std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
       lin(ep + "gate_proj", s.moe_intermediate, s.hidden);
@@ -352,7 +354,7 @@ Checkpoint deepseek_fp8(uint64_t seed) {
 Checkpoint llama(uint64_t seed) {
   const int64_t vocab = 1024, hidden = 256, layers = 2, heads = 8, kv_heads = 2, head_dim = 32, inter = 512;
   Builder b(seed);
-  b.random_bf16("model.embed_tokens.weight", {vocab, hidden}, 0.0, 1.0);
+  b.random_bf16("model.embed_tokens.weight", {vocab, hidden}, 0.0, synth::kEmbedStd);
   for (int64_t l = 0; l < layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     b.norm(p + "input_layernorm.weight", hidden);
