@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 
 #include "core/error.h"
@@ -37,7 +38,9 @@ Value attribute_path(const Value& v, const std::string& path, int line) {
     std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
     if (cur.is_undefined()) return cur;
-    cur = numeric && cur.kind == Kind::kList ? get_item(cur, Value::integer(std::stoll(part)), line)
+    // More digits than an int64 holds: past any list's end, as Python's int would be.
+    const bool fits = part.size() < 19;
+    cur = numeric && cur.kind == Kind::kList ? get_item(cur, Value::integer(fits ? std::stoll(part) : INT64_MAX), line)
                                               : get_item(cur, Value::string(part), line);
     if (dot == std::string::npos) break;
     pos = dot + 1;
@@ -298,6 +301,8 @@ Value string_method(const Value& self, const std::string& name, CallArgs& a) {
         size_t close = s.find('}', i);
         if (close == std::string::npos) type_error(a.line, "str.format: unmatched '{'");
         std::string field = s.substr(i + 1, close - i - 1);
+        const bool numeric = !field.empty() && field.size() < 10 && std::all_of(field.begin(), field.end(), ::isdigit);
+        if (!field.empty() && !numeric) type_error(a.line, "str.format: only positional fields ({} or {0}) are supported");
         size_t idx = field.empty() ? next++ : static_cast<size_t>(std::stoul(field));
         if (idx >= a.positional.size()) type_error(a.line, "str.format: not enough arguments");
         out += to_str(a.positional[idx]);

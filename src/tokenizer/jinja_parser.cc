@@ -428,7 +428,11 @@ class Parser {
       }
       case TokenType::kFloat: {
         auto lit = make_expr(ExprKind::kLiteral, line);
-        lit->value = Value::number(std::stod(next().text));
+        try {
+          lit->value = Value::number(std::stod(next().text));
+        } catch (const std::exception&) {  // out_of_range: 1e999
+          error("float literal out of range", line);
+        }
         return lit;
       }
       case TokenType::kOperator:
@@ -484,7 +488,11 @@ class Parser {
           auto sub = make_expr(ExprKind::kSubscript, line);
           sub->object = node;
           auto lit = make_expr(ExprKind::kLiteral, line);
-          lit->value = Value::integer(std::stoll(next().text));
+          try {
+            lit->value = Value::integer(std::stoll(next().text));
+          } catch (const std::exception&) {  // out_of_range: more digits than an int64 holds
+            error("integer subscript out of range", line);
+          }
           sub->items.push_back(lit);
           node = sub;
           continue;
