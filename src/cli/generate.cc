@@ -14,7 +14,10 @@
 //   --block-size N        KV block size (default 16 on cpu, 64 on cuda)
 // Prints the continuation ids, [its text,] then prompt and generation throughput.
 #include <cstdio>
+#include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -36,6 +39,11 @@ struct GenerateOptions {
   int threads = 0;
   int64_t block_size = 0;  // 0: 16 on cpu, 64 on cuda
   bool ignore_eos = false;
+  int tensor_parallel_size = 1;  // docs/parallel.md
+  bool expert_parallel = false;
+  std::string load_format = "auto";
+  uint64_t dummy_seed = 0;
+  std::string logits_out;  // JSON: tokens + the logits that chose each (parity checks)
   std::string device = "cpu";
 };
 
@@ -86,6 +94,10 @@ void run(const GenerateOptions& o) {
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
   load.device = o.device;
+  load.tensor_parallel_size = o.tensor_parallel_size;
+  load.expert_parallel = o.expert_parallel;
+  load.load_format = o.load_format;
+  load.dummy_seed = o.dummy_seed;
   auto model = load_causal_lm(path, load);
   GreedyOptions g;
   g.max_new_tokens = o.max_tokens;
@@ -93,6 +105,11 @@ void run(const GenerateOptions& o) {
   g.kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (!o.ignore_eos) g.stop_ids = model->config().eos_token_ids;
   GreedyResult r = greedy_generate(*model, prompt, g);
+  if (!o.logits_out.empty()) {
+    std::ofstream f(o.logits_out);
+    f << nlohmann::json{{"tokens", r.tokens}, {"prompt_logits", r.prompt_logits}, {"step_logits", r.step_logits}};
+    if (!f) fail_input("--logits-out {}: cannot write", o.logits_out);
+  }
   std::printf("%s\n", join(r.tokens).c_str());
   if (tokenizer) std::printf("text: %s\n", tokenizer->decode(r.tokens, true).c_str());
   std::printf("prompt: %zu tokens in %.3f s (%.2f tokens/s)\n", prompt.size(), r.prompt_seconds,
@@ -118,6 +135,11 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's EOS ids");
+  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "ranks (devices) to shard the model over")->check(CLI::PositiveNumber);
+  cmd->add_flag("--enable-expert-parallel", o->expert_parallel, "MoE experts split whole over the ranks");
+  cmd->add_option("--load-format", o->load_format, "auto (checkpoint weights) or dummy (random weights from config.json)");
+  cmd->add_option("--dummy-seed", o->dummy_seed, "seed of --load-format dummy weights");
+  cmd->add_option("--logits-out", o->logits_out, "write the tokens and the logits that chose them as JSON (parity checks)");
   cmd->callback([o] { run(*o); });
 });
 

@@ -7,6 +7,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <mutex>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -33,7 +37,26 @@ struct ServeOptions {
   std::string device = "cpu", sampling_device;  // sampling_device empty: the same as device
   double gpu_memory_utilization = 0.9;
   double shutdown_timeout_s = 30.0;
+  // Parallelism and weights (docs/parallel.md).
+  bool enable_expert_parallel = false;
+  std::string load_format = "auto";
+  uint64_t dummy_seed = 0;
+  int nnodes = 1, node_rank = 0, master_port = 29500;
+  std::string master_addr = "127.0.0.1";
 };
+
+// Set when a tensor-parallel rank failed: the server drains and exits 1 with it.
+std::string g_parallel_failure;
+std::mutex g_parallel_failure_mu;
+
+void on_parallel_failure(const std::string& why) {
+  {
+    std::lock_guard lock(g_parallel_failure_mu);
+    g_parallel_failure = why;
+  }
+  log::error("a tensor-parallel rank failed ({}): stopping the server", why);
+  kill(getpid(), SIGTERM);  // the signal loop below drains and exits
+}
 
 KvCacheDtype parse_kv_dtype(const std::string& s) {
   if (s == "auto") return KvCacheDtype::Auto;
@@ -172,9 +195,10 @@ void drain(OpenAIServer& server, Engine& engine, const sigset_t& signals, double
 }
 
 void serve(const ServeOptions& o) {
-  if (o.tensor_parallel_size != 1)
-    fail_input("--tensor-parallel-size {}: this build serves on one device only (tensor parallelism is not implemented yet)",
-               o.tensor_parallel_size);
+  if (o.tensor_parallel_size < 1) fail_input("--tensor-parallel-size {}: must be at least 1", o.tensor_parallel_size);
+  if (o.nnodes != 1 || o.node_rank != 0)
+    fail_input("--nnodes {} --node-rank {}: serving across nodes is designed (docs/parallel.md) but not implemented "
+               "yet; this build runs every rank on this machine", o.nnodes, o.node_rank);
   const KvCacheDtype kv_dtype = parse_kv_dtype(o.kv_cache_dtype);
   check_devices(o);
   // Signals are taken by sigwait below; block them before any thread starts.
@@ -195,6 +219,11 @@ void serve(const ServeOptions& o) {
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
   load.device = o.device;
+  load.tensor_parallel_size = o.tensor_parallel_size;
+  load.expert_parallel = o.enable_expert_parallel;
+  load.load_format = o.load_format;
+  load.dummy_seed = o.dummy_seed;
+  load.on_parallel_failure = on_parallel_failure;
   auto model = load_causal_lm(path, load);
   auto tokenizer = load_model_tokenizer(path);
   auto chat_template = load_model_chat_template(path);
@@ -222,6 +251,8 @@ void serve(const ServeOptions& o) {
   log::info("signal {}: refusing new requests (503); draining requests in flight (up to {} s; signal again to "
             "exit at once)", received, o.shutdown_timeout_s);
   drain(server, engine, signals, o.shutdown_timeout_s);
+  std::lock_guard lock(g_parallel_failure_mu);
+  if (!g_parallel_failure.empty()) fail("stopped because {}", g_parallel_failure);
 }
 
 Register reg([](CLI::App& app) {
@@ -234,8 +265,17 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every route except /health");
   cmd->add_flag("--trust-remote-code", o->trust_remote_code,
                 "accepted for compatibility; mxserve never runs code from a checkpoint");
-  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "devices to shard over (only 1 for now); -tp N works too")
-      ->capture_default_str();
+  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "devices (ranks) to shard the model over, one "
+                  "worker thread each (docs/parallel.md); -tp N works too")->capture_default_str();
+  cmd->add_flag("--enable-expert-parallel", o->enable_expert_parallel,
+                "MoE experts split whole over the tensor-parallel ranks instead of slicing each expert");
+  cmd->add_option("--load-format", o->load_format, "auto: the checkpoint's weights; dummy: random weights of the "
+                  "config's shapes and formats (no weight files needed)")->capture_default_str();
+  cmd->add_option("--dummy-seed", o->dummy_seed, "seed of --load-format dummy weights")->capture_default_str();
+  cmd->add_option("--nnodes", o->nnodes, "nodes serving together (only 1 in this build)")->capture_default_str();
+  cmd->add_option("--node-rank", o->node_rank, "this node's index (only 0 in this build)")->capture_default_str();
+  cmd->add_option("--master-addr", o->master_addr, "rank 0's address for a multi-node bootstrap (reserved)");
+  cmd->add_option("--master-port", o->master_port, "rank 0's port for a multi-node bootstrap (reserved)");
   cmd->allow_extras();  // CLI11 2.1 refuses the two-letter short name -tp: it is read from the extras
   cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (= bf16), bf16, fp8 (e4m3, a scale per token) or f32 (reference)")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences running at once")->check(CLI::PositiveNumber)->capture_default_str();
