@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """HTTP client of scripts/gpu_e2e_check.sh (stdlib only: the GPU machine has no
 `requests` guarantee).
-  gpu_e2e_client.py compare CPU_PORT CUDA_PORT CUDA_CPU_SAMPLER_PORT
+  gpu_e2e_client.py compare CPU_PORT CUDA_PORT CUDA_CPU_SAMPLER_PORT NEAR_TIE_NATS
       greedy completions and chat answers: the cuda server's must equal those of
       the cuda server sampling on the cpu, and the cpu server's, except where the
       first difference is a near tie of the cpu's two best tokens
@@ -24,9 +24,6 @@ def post(port, path, body, timeout=600):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
-
-
-NEAR_TIE = 0.05  # nats: a first divergence is explained when the CPU's best two tokens were this close
 
 
 def answers(port):
@@ -55,7 +52,7 @@ def first_difference(a, b):
     return None if len(a[3]) == len(b[3]) else min(len(a[3]), len(b[3]))
 
 
-def compare(cpu_port, cuda_port, cuda_cpu_sampler_port):
+def compare(cpu_port, cuda_port, cuda_cpu_sampler_port, near_tie):
     """cuda vs cuda with the CPU sampler: identical (same logits, both samplers greedy).
     cpu vs cuda: identical, or diverging first where the CPU's best two tokens were a
     near tie (the backends' float results differ in the last bits)."""
@@ -72,7 +69,7 @@ def compare(cpu_port, cuda_port, cuda_cpu_sampler_port):
         i = first_difference(a, b)
         top2 = a[5][i] if i is not None and i < len(a[5]) else []
         margin = top2[0] - top2[1] if len(top2) == 2 else None
-        near = margin is not None and margin <= NEAR_TIE
+        near = margin is not None and margin <= near_tie
         ok = ok and near
         how = f"margin {margin:.2e} nats" if margin is not None else "margin unknown"
         print(f"  {'near tie' if near else 'DIFFERENT'}: {a[0]} {a[1]!r}: first differs at token {i} ({how}); "
@@ -108,7 +105,7 @@ def throughput(port, model, device, tokens):
 
 if __name__ == "__main__":
     if sys.argv[1] == "compare":
-        sys.exit(0 if compare(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])) else 1)
+        sys.exit(0 if compare(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])) else 1)
     if sys.argv[1] == "throughput":
         sys.exit(0 if throughput(int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])) else 1)
     sys.exit(__doc__)
