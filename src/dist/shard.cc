@@ -35,6 +35,13 @@ void check_aligned(const LinearWeight& w, int64_t begin, int64_t end, int64_t to
                w.format == WeightFormat::Mxfp4 ? "MXFP4" : "INT4", group, what);
 }
 
+// A row slice of a tensor in owned memory (e.g. a dummy weight) is copied, so
+// the full tensor is freed once loaded; slices of a mapped file stay views.
+Tensor compact(const Tensor& t) {
+  if (!t.defined() || dynamic_cast<const HeapStorage*>(t.storage().get()) == nullptr) return t;
+  return t.nbytes() < t.storage()->size() ? t.clone() : t;
+}
+
 bool fp8_cut_off_blocks(const LinearWeight& w, int64_t begin, int64_t end, int64_t total) {
   return w.format == WeightFormat::Fp8Block && (begin % w.group_size != 0 || (end % w.group_size != 0 && end != total));
 }
@@ -90,6 +97,9 @@ LinearWeight slice_out_features(const LinearWeight& w, int64_t begin, int64_t en
       break;
   }
   if (w.bias.defined()) s.bias = w.bias.slice_rows(begin, end);
+  s.weight = compact(s.weight);
+  s.scale = compact(s.scale);
+  s.bias = compact(s.bias);
   return s;
 }
 

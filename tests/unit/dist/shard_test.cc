@@ -102,6 +102,13 @@ TEST(Shard, Fp8CutInsideItsBlocksKeepsTheExactValues) {
   EXPECT_EQ(dequantize_to_f32(cols).to_f32_vector(), block(w, 0, 384, 64, 256));
 }
 
+TEST(Shard, SlicesOfOwnedMemoryLetTheFullWeightGo) {
+  const LinearWeight w = make(WeightFormat::Mxfp4, 256, 64);  // heap tensors, as dummy weights are
+  const LinearWeight half = slice_out_features(w, 0, 128);
+  EXPECT_EQ(half.weight.storage()->size(), half.weight.nbytes());
+  EXPECT_NE(half.weight.storage(), w.weight.storage());
+}
+
 TEST(Shard, PartsCoverTheWholeAndRefuseUnevenSplits) {
   EXPECT_EQ((ShardSpec{1, 4}.part(64, "heads")), (std::pair<int64_t, int64_t>{16, 32}));
   EXPECT_EQ((ShardSpec{0, 1}.part(7, "heads")), (std::pair<int64_t, int64_t>{0, 7}));
