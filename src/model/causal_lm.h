@@ -65,6 +65,9 @@ class CausalLM {
   // Writes the new tokens' KV into their blocks and returns F32 logits
   // [number of seqs with need_logits, vocab_size], in seqs order.
   virtual Tensor forward(const ForwardBatch& batch) = 0;
+  // The same logits left where the backend computed them (GPU memory on the
+  // CUDA backend), for a sampler that runs there (engine/batch_sampler.h).
+  virtual Tensor forward_resident(const ForwardBatch& batch) { return forward(batch); }
   // "DeepseekV3 (kimi_k25), 4 layers, mxfp4 experts (W4A4), cpu"
   virtual std::string describe() const = 0;
 };

@@ -96,7 +96,9 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   return step;
 }
 
-Tensor DecoderModel::forward(const ForwardBatch& batch) {
+Tensor DecoderModel::forward(const ForwardBatch& batch) { return ops_->to_host(forward_resident(batch)); }
+
+Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
   if (!kv_allocated_) fail("forward called before allocate_kv_cache");
   StepContext step = make_step(batch);
   Ops& ops = *ops_;
@@ -128,7 +130,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch) {
   }
   // Every rank holds the same h; only rank 0 (which samples) needs logits.
   if (options_.shard.rank != 0) return ops.empty(DType::F32, {int64_t(rows.size()), 0});
-  return ops.to_host(ops.linear(ops.gather_rows(h, rows), lm_head_));
+  return ops.linear(ops.gather_rows(h, rows), lm_head_);
 }
 
 std::string DecoderModel::describe() const {
