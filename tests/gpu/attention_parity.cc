@@ -279,6 +279,7 @@ void run_all(cuda::CudaAttention& gpu, Ops& cpu, std::vector<Result>& out) {
   for (DType dtype : {DType::BF16, DType::F8E4M3}) {
     run_paged(gpu, cpu, {8, 2, 32, 32, false, mixed}, dtype, 16, all, out);           // synth llama (head_dim 32)
     run_paged(gpu, cpu, {16, 4, 64, 64, false, mixed}, dtype, 64, all, out);          // head_dim 64
+    run_paged(gpu, cpu, {9, 3, 64, 64, false, mixed}, dtype, 16, all, out);           // default model (SmolLM2): group 3
     run_paged(gpu, cpu, {4, 4, 80, 80, false, mixed}, dtype, 16, all, out);           // MHA, a dim without tensor cores
     run_paged(gpu, cpu, {2, 1, 576, 512, true, {{40, 1}, {0, 1}, {9, 1}}}, dtype, 64, all, out);  // synth MLA
     run_paged(gpu, cpu, {8, 1, 576, 512, true, {{20, 33}, {5, 1}}}, dtype, 16, all, out);         // latent with prefill
