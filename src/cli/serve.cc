@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "cli/command.h"
+#include "cli/debug_faulty_model.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -33,6 +34,7 @@ struct ServeOptions {
   bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false, allow_long_max_model_len = false;
   int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 0, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
+  int64_t debug_fail_forward_at_step = 0;  // testing only (cli/debug_faulty_model.h)
   double kv_cache_memory_gib = 0;     // 0: 1 GiB on cpu; on cuda, --gpu-memory-utilization decides
   std::string device = "cpu", sampling_device;  // sampling_device empty: the same as device
   double gpu_memory_utilization = 0.9;
@@ -225,6 +227,11 @@ void serve(const ServeOptions& o) {
   load.dummy_seed = o.dummy_seed;
   load.on_parallel_failure = on_parallel_failure;
   auto model = load_causal_lm(path, load);
+  if (o.debug_fail_forward_at_step > 0) {
+    log::warn("--debug-fail-forward-at-step {}: forward step {} will fail (a testing flag)", o.debug_fail_forward_at_step,
+              o.debug_fail_forward_at_step);
+    model = std::make_unique<DebugFaultyModel>(std::move(model), o.debug_fail_forward_at_step);
+  }
   auto tokenizer = load_model_tokenizer(path);
   auto chat_template = load_model_chat_template(path);
   if (!chat_template) log::warn("the model has no chat template: /v1/chat/completions will answer 400");
@@ -305,6 +312,9 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s, "seconds to let requests in flight finish after "
                   "SIGTERM/SIGINT before ending them")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads for the model (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--debug-fail-forward-at-step", o->debug_fail_forward_at_step,
+                  "TESTING ONLY: make the model's N-th forward step fail, to test how a worker error reaches the "
+                  "requests of that step (docs/reliability.md)")->check(CLI::PositiveNumber);
   cmd->add_flag("--w4a4", o->w4a4, "MXFP4 Linears quantize their inputs (W4A4); default W4A16");
   cmd->callback([o, cmd] {
     read_extras(cmd->remaining(), *o);
