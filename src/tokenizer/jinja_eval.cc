@@ -158,6 +158,15 @@ class Evaluator {
     const Stmt* macro = &s;
     std::weak_ptr<Scope> weak = defined_in;  // the scope owns the macro: avoid a cycle
     return Value::function([this, macro, weak](CallArgs& a) {
+      // A macro that calls itself without end would overflow the stack (a
+      // crash of the server); Python's jinja2 stops it with RecursionError.
+      if (macro_depth_ >= kMaxMacroDepth)
+        error_at(a.line, fmt::format("macro '{}' nested more than {} calls deep (endless recursion?)", macro->targets[0], kMaxMacroDepth));
+      ++macro_depth_;
+      struct Leave {
+        int& depth;
+        ~Leave() { --depth; }
+      } leave{macro_depth_};
       ScopePtr parent = weak.lock();
       ScopePtr call = child_of(parent);
       if (a.positional.size() > macro->params.size())
@@ -385,14 +394,25 @@ class Evaluator {
     }
     if (op == "**") {
       if (ints && int_of(b) >= 0) {
+        // Exact while it fits an int64 (Python's ints never overflow; past
+        // that, the float result is the closest this interpreter has). |base|
+        // <= 1 is settled directly: multiplying would take `power` steps.
+        const int64_t base = int_of(a), power = int_of(b);
+        if (base == 0) return Value::integer(power == 0 ? 1 : 0);
+        if (base == 1) return Value::integer(1);
+        if (base == -1) return Value::integer(power % 2 ? -1 : 1);
         int64_t r = 1;
-        for (int64_t k = 0; k < int_of(b); ++k) r *= int_of(a);
-        return Value::integer(r);
+        bool fits = true;
+        for (int64_t k = 0; k < power && fits; ++k) fits = !__builtin_mul_overflow(r, base, &r);
+        if (fits) return Value::integer(r);
       }
       return Value::number(std::pow(num_of(a), num_of(b)));
     }
     error_at(line, fmt::format("unknown operator '{}'", op));
   }
+
+  static constexpr int kMaxMacroDepth = 100;
+  int macro_depth_ = 0;  // macro calls in progress
 };
 
 }  // namespace

@@ -51,5 +51,32 @@ TEST(JinjaRegression, NamedFormatFieldIsATemplateError) {
       << error_of("{{ '{name}'.format(1) }}");
 }
 
+// fuzz_chat_template crash-62775399: a macro that calls itself overflowed the
+// stack (SIGSEGV) when rendered, i.e. on every chat request to a model whose
+// template does this.
+TEST(JinjaRegression, EndlesslyRecursiveMacroIsATemplateError) {
+  const std::string found =
+    "{% macro f(x, y=2) %}{\377{ x * x ;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;* \217y }}{{ f(6) | l"
+    "ist }}{{ {'k': 1}.it*emcapraise_exception('no') if false }}\020\042type\042: \042function\042"
+    ", \042f\177nction\042: \200\200\200\200\200\200\200\200\200\200\200\200\200\200\200\200\200"
+    "\200\200\200\200\200\200\200\200\200\200\200\200\200{\042name\042content\042:}{% endmacro "
+    "%}{{ f(6) | list }}{{ {'k': 1}.it*emcapraise_exception('no') if false }}\020\042type\042: "
+    "\042function\042, \042f\177nction\042: \200\200\200\200\200\200\200\200\200\200\200\200\200"
+    "\200\200\200\200\200\200\200\200\200\200\200\200\200\200\200\200\200{\042name\042content\042"
+    ": \04242\377\377\377\377\377\377\377\377\042, \042tool_call_id\042: \0421\042}]";
+  EXPECT_NE(error_of(found).find("nested more than 100 calls deep"), std::string::npos) << error_of(found);
+  EXPECT_NE(error_of("{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}").find("endless recursion"), std::string::npos);
+  // Bounded recursion still works.
+  EXPECT_EQ(render("{% macro c(n) %}{{ n }}{% if n > 0 %}{{ c(n - 1) }}{% endif %}{% endmacro %}{{ c(5) }}"), "543210");
+}
+
+// Found while fixing the above: integer ** overflowed int64 (undefined
+// behaviour) and looped `power` times.
+TEST(JinjaRegression, IntegerPowerPastInt64IsAFloat) {
+  EXPECT_EQ(render("{{ 2 ** 10 }} {{ 0 ** 0 }} {{ (-1) ** 9999999999999 }} {{ 1 ** 9999999999999 }}"), "1024 1 -1 1");
+  EXPECT_EQ(render("{{ 2 ** 62 }}"), "4611686018427387904");
+  EXPECT_EQ(render("{{ (2 ** 64) > 2 ** 62 }} {{ (3 ** 999999999999) > 1 }}"), "True True");
+}
+
 }  // namespace
 }  // namespace mx::jinja
