@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs dependencies, builds, runs the
-# GoogleTest units and the integration tests that drive the real binary with
-# real Python clients, then prints one summary line. GPU tests are not run
+# GoogleTest units, the integration tests that drive the real binary with
+# real Python clients and the fuzz harnesses (20 s each), then prints one
+# summary line. GPU tests are not run
 # here; they live in scripts/gpu_check.sh and are reported as skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,14 @@ PY
 )
 fi
 
+# libFuzzer harnesses (docs/reliability.md): a short fixed budget each; a
+# crash fails the run. Longer runs: scripts/fuzz.sh 600.
+scripts/fuzz.sh "${MX_FUZZ_SECONDS:-20}" 2>&1 | tee "$BUILD_DIR/fuzz.log"
+fuzz_rc=${PIPESTATUS[0]}
+f_passed=$(grep -c '^fuzz_.*no crash$' "$BUILD_DIR/fuzz.log"); f_failed=$(grep -c '^fuzz_.*: FAILED' "$BUILD_DIR/fuzz.log")
+[ "$fuzz_rc" = 0 ] || [ "$f_failed" -gt 0 ] || f_failed=1  # the build itself failed
+
 echo "GPU tests: skipped here (no GPU); run scripts/gpu_check.sh on an H200"
-passed=$((c_total - c_failed + p_passed)); failed=$((c_failed + p_failed))
+passed=$((c_total - c_failed + p_passed + f_passed)); failed=$((c_failed + p_failed + f_failed))
 echo "${passed} passed, ${failed} failed, ${p_skipped} skipped"
-[ "$ctest_rc" = 0 ] && [ "$pytest_rc" = 0 ]
+[ "$ctest_rc" = 0 ] && [ "$pytest_rc" = 0 ] && [ "$fuzz_rc" = 0 ]
