@@ -50,6 +50,9 @@ struct LoadOptions {
   // Called once (on the engine's thread) when a rank fails, after the group
   // stopped; serve uses it to shut down with the rank's error.
   std::function<void(const std::string&)> on_parallel_failure;
+  // Tests: called on each rank's thread before its forward step (0-based);
+  // throwing there simulates a failing rank.
+  std::function<void(int rank, int64_t step)> parallel_step_hook;
   // Set by the parallel loader for each rank's model (not by callers).
   ShardSpec shard;
 };

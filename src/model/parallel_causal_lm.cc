@@ -20,6 +20,7 @@ class ParallelCausalLM : public CausalLM {
         models_(size_t(world_)),
         expert_parallel_(options.expert_parallel),
         on_failure_(options.on_parallel_failure),
+        step_hook_(options.parallel_step_hook),
         workers_(world_, [this](const std::string& why) {
           for (auto& c : comms_) c->abort(why);
         }) {
@@ -48,7 +49,9 @@ class ParallelCausalLM : public CausalLM {
   }
   Tensor forward(const ForwardBatch& batch) override {
     Tensor logits;
+    const int64_t step = steps_++;
     guarded([&](int r) {
+      if (step_hook_) step_hook_(r, step);
       Tensor t = models_[size_t(r)]->forward(batch);
       if (r == 0) logits = t;
     });
@@ -77,6 +80,8 @@ class ParallelCausalLM : public CausalLM {
   std::vector<std::unique_ptr<CausalLM>> models_;
   bool expert_parallel_;
   std::function<void(const std::string&)> on_failure_;
+  std::function<void(int, int64_t)> step_hook_;
+  int64_t steps_ = 0;
   bool reported_ = false;
   RankWorkers workers_;  // last: its threads stop before the models go
 };

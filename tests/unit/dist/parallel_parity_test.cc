@@ -124,3 +124,44 @@ TEST(ParallelParity, DescribeNamesTheRanks) {
 
 }  // namespace
 }  // namespace mx
+
+namespace mx {
+namespace {
+
+// A rank that fails in the middle of serving (here: rank 1 throws before its
+// forward step while rank 0 is already waiting in the first all_reduce) stops
+// the group with that rank's error instead of a hang; later steps fail at
+// once, and the failure callback (serve: shut down) runs once.
+TEST(ParallelFailure, AFailingRankStopsTheModelWithItsError) {
+  LoadOptions o = parallel(2, false);
+  int failures_reported = 0;
+  std::string reported;
+  o.on_parallel_failure = [&](const std::string& why) {
+    ++failures_reported;
+    reported = why;
+  };
+  o.parallel_step_hook = [](int rank, int64_t step) {
+    if (rank == 1 && step == 2) fail("CUDA error: an illegal memory access was encountered");
+  };
+  auto model = load_causal_lm(synth("kimi-k25-mxfp4"), o);
+  GreedyOptions g;
+  g.max_new_tokens = 5;
+  try {
+    greedy_generate(*model, {3, 17, 250}, g);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "rank 1: CUDA error: an illegal memory access was encountered");
+  }
+  EXPECT_EQ(failures_reported, 1);
+  EXPECT_NE(reported.find("rank 1"), std::string::npos);
+  try {
+    greedy_generate(*model, {3, 17}, g);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stopped earlier"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(failures_reported, 1);  // reported once (serve shuts down then)
+}
+
+}  // namespace
+}  // namespace mx
