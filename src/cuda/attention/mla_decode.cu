@@ -73,6 +73,7 @@ struct Params {
   float* ws_o;    // [splits, batch, heads, 512] (splits > 1)
   float* ws_lse;  // [splits, batch, heads]
   int batch, heads, max_blocks, block_size, num_splits;
+  int block_shift;  // log2(block_size) when it is a power of two, else -1 (fused kernel)
   float q_scale;  // softmax scale * log2(e)
   int profile_skip;
 };
@@ -429,6 +430,278 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const Params p)
   }
 }
 
+// ---- FP8 fused kernel (heads <= 16) -----------------------------------------
+//
+// The tiled kernel decodes each FP8 tile into a BF16 tile in shared memory and
+// runs decode -> scores -> softmax -> P.V between barriers with one CTA per SM:
+// nothing overlaps, so it runs at ~39% of the copy bandwidth. This kernel
+// decodes in registers, straight into the mma operands, and keeps no BF16
+// tile: 32-token tiles, 104 KB of shared memory and <= 128 registers, so two
+// CTAs share an SM and one's barriers hide behind the other's work.
+//   scores:  warp (tg, kq) = (warp % 2, warp / 2) computes 16 heads x 16 tokens
+//            [16 tg, +16) over dims [144 kq, +144): the B operand (K) comes from
+//            one 32-bit load of four FP8 bytes per k-step; the dot product does
+//            not care about the order of k, so the four bytes (dims 4 q4 .. +3 of
+//            the k-step) stand for the mma's k = 2q4, 2q4+1, 2q4+8, 2q4+9, and q
+//            is loaded in the same order. Partial scores go to shared memory.
+//   softmax: warp w owns heads 2w, 2w+1 (16 lanes each, two tokens a lane): sums
+//            the four partials, scales, masks, keeps the running max and sum,
+//            writes P (times the token scale, BF16) and the rescale factor.
+//   values:  warp w accumulates 16 heads x dims [64 w, +64): ldmatrix.trans
+//            of the FP8 rows gives each lane two tokens x two adjacent dims in
+//            one register, which two byte permutes turn into the B operands of
+//            the even-dim and the odd-dim n-tile.
+// The FP8 rows are stored with a 16-byte-chunk XOR swizzle (fp8_pos) that keeps
+// the 32-bit score loads, the ldmatrix phases and the cp.async stores free of
+// bank conflicts.
+namespace fused {
+constexpr int kTile = 32;
+constexpr int kStages = 5;
+constexpr int kStageBytes = kTile * kRowFp8;            // 18,432
+constexpr int kHeads = 16;
+constexpr int kKq = 4;                                  // score warps along the 576 dims
+constexpr int kPartStride = kTile + 8;                  // floats per head row (pad: no bank conflicts)
+constexpr int kOffScale = kStages * kStageBytes;        // F32 [stages][32]
+constexpr int kOffPart = kOffScale + kStages * kTile * 4;  // F32 [kq][16][40]
+constexpr int kOffP = kOffPart + kKq * kHeads * kPartStride * 4;  // BF16 [16][32], swizzled
+constexpr int kOffAlpha = kOffP + kHeads * kTile * 2;   // F32 [16]
+constexpr int kOffL = kOffAlpha + kHeads * 4;           // F32 [16]
+constexpr int kBytes = kOffL + kHeads * 4;              // 104,192: two CTAs per SM
+static_assert(2 * (kBytes + 1024) <= 233472, "two CTAs must fit an SM's shared memory");
+}  // namespace fused
+
+// Chunk slot of 16-byte chunk `chunk` (0..35) of FP8 row `row`: XOR swizzle
+// inside each 8-chunk group of the values, inside the last 4 chunks (rope) by
+// row / 2.
+__device__ __forceinline__ int fp8_pos(int row, int chunk) {
+  return chunk < 32 ? (chunk & ~7) | ((chunk ^ row) & 7) : 32 | ((chunk ^ (row >> 1)) & 3);
+}
+// P tile [16 heads][32 tokens] BF16: 64-byte rows, chunk XOR row / 2.
+__device__ __forceinline__ int p_pos(int row, int chunk) { return row * 64 + (((chunk ^ (row >> 1)) & 3) << 4); }
+
+__device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(0u), "r"(sel));
+  return r;
+}
+// Two E4M3 bytes of x -> BF16x2 (the E4M3 value times 2^-120, as
+// fp8x4_to_bf16x4): SEL puts byte i in the low byte of a 16-bit half and its
+// sign, replicated, in the high byte (prmt's sign mode); a shift by 4 lines up
+// exponent and mantissa and carries the sign to bit 15; one mask keeps those.
+template <uint32_t SEL>
+__device__ __forceinline__ uint32_t fp8x2(uint32_t x) {
+  return (prmt(x, SEL) << 4) & 0x87f087f0u;
+}
+constexpr uint32_t kBytes01 = 0x9180, kBytes23 = 0xB3A2, kBytes02 = 0xA280, kBytes13 = 0xB391;
+
+// Cache slot (block * block_size + offset) of this thread's row of tile `tile`
+// (0 past the context), looked up one tile ahead of its copy. A slot fits 32
+// bits: 2^31 rows would be 1.2 TB of cache.
+__device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_t* table, int ctx, int tile) {
+  const int token = tile * fused::kTile + (threadIdx.x >> 3);
+  if (token >= ctx) return 0;
+  int blk, off;
+  if (p.block_shift >= 0) {
+    blk = token >> p.block_shift, off = token & ((1 << p.block_shift) - 1);
+  } else {
+    blk = token / p.block_size, off = token - blk * p.block_size;
+  }
+  return uint32_t(__ldg(table + blk)) * uint32_t(p.block_size) + uint32_t(off);
+}
+
+// Tile `tile` (32 tokens) into stage `st`: thread (row = tid / 8, sub = tid % 8)
+// copies chunks sub, sub + 8, ... of one row.
+__device__ __forceinline__ void fused_load_tile(const Params& p, uint32_t slot, int ctx, int tile, uint8_t* smem, int st) {
+  const int row = threadIdx.x >> 3, sub = threadIdx.x & 7;
+  const bool valid = tile * fused::kTile + row < ctx;
+  const uint8_t* src = p.kv + size_t(slot) * kRowFp8;
+  uint8_t* dst = smem + st * fused::kStageBytes + row * kRowFp8;
+#pragma unroll
+  for (int j = 0; j < 5; ++j) {
+    const int chunk = sub + 8 * j;
+    if (chunk < kRowFp8 / 16) cp_async16(smem_addr(dst + fp8_pos(row, chunk) * 16), valid ? src + chunk * 16 : p.kv, valid);
+  }
+  if (sub == 0) {
+    float* scale = reinterpret_cast<float*>(smem + fused::kOffScale) + st * fused::kTile + row;
+    cp_async4(smem_addr(scale), valid ? p.k_scale + slot : p.k_scale, valid);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) mla_decode_fp8_fused_kernel(const Params p) {
+  using fused::kHeads, fused::kKq, fused::kOffAlpha, fused::kOffL, fused::kOffP, fused::kOffPart, fused::kOffScale,
+      fused::kPartStride, fused::kStageBytes, fused::kStages, fused::kTile;  // kTile: the fused one here
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int split = blockIdx.x, b = blockIdx.y, head0 = blockIdx.z * kHeads;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, q4 = lane & 3;
+  const int tg = warp & 1, kq = warp >> 1;
+  const int ctx = p.context_lens[b];
+  const int tiles = (ctx + kTile - 1) / kTile;
+  const int per_split = (tiles + p.num_splits - 1) / p.num_splits;
+  const int t_begin = min(tiles, split * per_split), t_end = min(tiles, t_begin + per_split);
+  const int32_t* table = p.block_tables + size_t(b) * p.max_blocks;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (t_begin + s < t_end) fused_load_tile(p, fused_row_slot(p, table, ctx, t_begin + s), ctx, t_begin + s, smem, s);
+    cp_async_commit();
+  }
+  uint32_t next_slot = t_begin + kStages - 1 < t_end ? fused_row_slot(p, table, ctx, t_begin + kStages - 1) : 0;
+
+  // q fragments of this warp's 9 k-steps, in the permuted k order (see above),
+  // times softmax scale * log2 e * 2^64; heads past the last are zero.
+  uint32_t qa[9][4];
+  {
+    const float s = p.q_scale * kFp8QBoost;
+    const bool v0 = head0 + g < p.heads, v1 = head0 + g + 8 < p.heads;
+    const float* q0 = p.q + (size_t(b) * p.heads + head0 + g) * kMlaHeadDim;
+    const float* q1 = q0 + 8 * kMlaHeadDim;
+#pragma unroll
+    for (int i = 0; i < 9; ++i) {
+      const int d = 16 * (9 * kq + i) + 4 * q4;
+      const float4 x = v0 ? __ldg(reinterpret_cast<const float4*>(q0 + d)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 y = v1 ? __ldg(reinterpret_cast<const float4*>(q1 + d)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      qa[i][0] = pack_bf16x2(x.x * s, x.y * s);
+      qa[i][1] = pack_bf16x2(y.x * s, y.y * s);
+      qa[i][2] = pack_bf16x2(x.z * s, x.w * s);
+      qa[i][3] = pack_bf16x2(y.z * s, y.w * s);
+    }
+  }
+  // Lane-dependent ldmatrix coordinates (16 rows x 2 chunks).
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
+
+  float* part = reinterpret_cast<float*>(smem + kOffPart);
+  uint8_t* pbuf = smem + kOffP;
+  float* alpha_s = reinterpret_cast<float*>(smem + kOffAlpha);
+  float* l_s = reinterpret_cast<float*>(smem + kOffL);
+  const int own_head = 2 * warp + (lane >> 4), own_j = lane & 15;  // softmax: head, token pair
+  float m_run = -INFINITY, l_part = 0.f;
+  float o[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int it = t - t_begin;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile t landed for every thread; tile t-1, P and the partials are consumed
+    if (t + kStages - 1 < t_end) {
+      fused_load_tile(p, next_slot, ctx, t + kStages - 1, smem, (it + kStages - 1) % kStages);
+      if (t + kStages < t_end) next_slot = fused_row_slot(p, table, ctx, t + kStages);
+    }
+    cp_async_commit();
+    const int st = it % kStages;
+    const uint8_t* stage = smem + st * kStageBytes;
+    const float* scale = reinterpret_cast<const float*>(smem + kOffScale) + st * kTile;
+
+    // ---- partial scores: 16 heads x 16 tokens over 144 dims ----
+    {
+      float acc[2][2][4];
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int a = 0; a < 2; ++a) acc[n][a][0] = acc[n][a][1] = acc[n][a][2] = acc[n][a][3] = 0.f;
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int row = 16 * tg + 8 * n + g;
+        const uint8_t* rp = stage + row * kRowFp8 + 4 * q4;
+#pragma unroll
+        for (int i = 0; i < 9; ++i) {
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(rp + fp8_pos(row, 9 * kq + i) * 16);
+          mma_bf16(acc[n][i & 1], qa[i], fp8x2<kBytes01>(w), fp8x2<kBytes23>(w));
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int tok = 16 * tg + 8 * n + 2 * q4;
+        float* dst = part + (kq * kHeads + g) * kPartStride + tok;
+        *reinterpret_cast<float2*>(dst) = make_float2(acc[n][0][0] + acc[n][1][0], acc[n][0][1] + acc[n][1][1]);
+        *reinterpret_cast<float2*>(dst + 8 * kPartStride) =
+            make_float2(acc[n][0][2] + acc[n][1][2], acc[n][0][3] + acc[n][1][3]);
+      }
+    }
+    __syncthreads();
+
+    // ---- online softmax of head own_head, tokens 2 own_j, +1 ----
+    {
+      float2 s = make_float2(0.f, 0.f);
+#pragma unroll
+      for (int k = 0; k < kKq; ++k) {
+        const float2 v = *reinterpret_cast<const float2*>(part + (k * kHeads + own_head) * kPartStride + 2 * own_j);
+        s.x += v.x, s.y += v.y;
+      }
+      const float2 sc = *reinterpret_cast<const float2*>(scale + 2 * own_j);
+      const int tok = t * kTile + 2 * own_j;
+      s.x = tok < ctx ? s.x * sc.x * kFp8OutBoost : -INFINITY;
+      s.y = tok + 1 < ctx ? s.y * sc.y * kFp8OutBoost : -INFINITY;
+      float mx = fmaxf(s.x, s.y);
+#pragma unroll
+      for (int k = 1; k < 16; k <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, k));
+      const float m_new = fmaxf(m_run, mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m_run - m_use);
+      m_run = m_new;
+      const float p0 = exp2f(s.x - m_use), p1 = exp2f(s.y - m_use);
+      l_part = l_part * alpha + p0 + p1;
+      *reinterpret_cast<uint32_t*>(pbuf + p_pos(own_head, own_j >> 2) + (own_j & 3) * 4) =
+          pack_bf16x2(p0 * sc.x * kFp8QBoost, p1 * sc.y * kFp8QBoost);
+      if (own_j == 0) alpha_s[own_head] = alpha;
+    }
+    __syncthreads();
+
+    // ---- o += P . V for 16 heads x dims [64 warp, +64) ----
+    if (p.profile_skip & kMlaSkipValues) continue;
+    {
+      const float a0 = alpha_s[g], a1 = alpha_s[g + 8];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
+    }
+#pragma unroll
+    for (int kt = 0; kt < kTile / 16; ++kt) {
+      uint32_t pa[4];
+      ldmatrix_x4(pa, smem_addr(pbuf + p_pos(a_row, 2 * kt + a_chunk)));
+      const int v_row = 16 * kt + a_row;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, smem_addr(stage + v_row * kRowFp8 + fp8_pos(v_row, 4 * warp + 2 * h + a_chunk) * 16));
+        mma_bf16(o[4 * h + 0], pa, fp8x2<kBytes02>(r[0]), fp8x2<kBytes02>(r[1]));
+        mma_bf16(o[4 * h + 1], pa, fp8x2<kBytes13>(r[0]), fp8x2<kBytes13>(r[1]));
+        mma_bf16(o[4 * h + 2], pa, fp8x2<kBytes02>(r[2]), fp8x2<kBytes02>(r[3]));
+        mma_bf16(o[4 * h + 3], pa, fp8x2<kBytes13>(r[2]), fp8x2<kBytes13>(r[3]));
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- row sums; normalize; write ----
+  float l = l_part;
+#pragma unroll
+  for (int k = 1; k < 16; k <<= 1) l += __shfl_xor_sync(0xffffffffu, l, k);
+  if (own_j == 0) {
+    l_s[own_head] = l;
+    const int h = head0 + own_head;
+    if (p.num_splits > 1 && h < p.heads)
+      p.ws_lse[(size_t(split) * p.batch + b) * p.heads + h] = l > 0.f ? m_run + log2f(l) : -INFINITY;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = head0 + g + 8 * r;
+    if (h >= p.heads) continue;
+    const float lh = l_s[g + 8 * r];
+    const float inv = lh > 0.f ? kFp8OutBoost / lh : 0.f;
+    float* dst = p.num_splits == 1 ? p.out + (size_t(b) * p.heads + h) * kMlaValueDim
+                                   : p.ws_o + ((size_t(split) * p.batch + b) * p.heads + h) * kMlaValueDim;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      // n-tile 2c holds the even dims of chunk 4 warp + c, 2c + 1 the odd ones.
+      const int d = 16 * (4 * warp + c) + 4 * q4;
+      *reinterpret_cast<float4*>(dst + d) = make_float4(o[2 * c][2 * r] * inv, o[2 * c + 1][2 * r] * inv,
+                                                        o[2 * c][2 * r + 1] * inv, o[2 * c + 1][2 * r + 1] * inv);
+    }
+  }
+}
+
 // Merges the splits' normalized partials by their log2-sum-exp weights.
 // One CTA of 128 threads per (head, sequence); each thread owns 4 dims.
 __global__ void __launch_bounds__(128) mla_combine_kernel(const Params p) {
@@ -455,20 +728,35 @@ __global__ void __launch_bounds__(128) mla_combine_kernel(const Params p) {
 
 int heads_per_cta(int heads) { return heads <= 16 ? 16 : heads <= 32 ? 32 : 64; }
 
-// Raises the kernel's dynamic shared-memory limit once per device (the
-// attribute is per device, and one process may drive several GPUs).
-template <int MT, bool FP8>
-cudaError_t ensure_smem_limit() {
-  static std::atomic<uint64_t> done{0};
+// Raises a kernel's dynamic shared-memory limit once per device (the
+// attribute is per device, and one process may drive several GPUs). The fused
+// kernel also asks for the largest shared-memory carveout so two CTAs fit.
+cudaError_t ensure_smem_limit(std::atomic<uint64_t>& done, const void* kernel, int bytes, bool max_carveout) {
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
   if (bit && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  err = cudaFuncSetAttribute(mla_decode_kernel<MT, FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Cfg<MT, FP8>::kBytes);
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess && max_carveout)
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (err == cudaSuccess && bit) done.fetch_or(bit, std::memory_order_release);
   return err;
+}
+
+template <int MT, bool FP8>
+cudaError_t ensure_smem_limit() {
+  static std::atomic<uint64_t> done{0};
+  return ensure_smem_limit(done, reinterpret_cast<const void*>(mla_decode_kernel<MT, FP8>), Cfg<MT, FP8>::kBytes, false);
+}
+
+cudaError_t launch_fused(const Params& p, int head_groups, cudaStream_t stream) {
+  static std::atomic<uint64_t> done{0};
+  const cudaError_t attr =
+      ensure_smem_limit(done, reinterpret_cast<const void*>(mla_decode_fp8_fused_kernel), fused::kBytes, true);
+  if (attr != cudaSuccess) return attr;
+  mla_decode_fp8_fused_kernel<<<dim3(p.num_splits, p.batch, head_groups), kThreads, fused::kBytes, stream>>>(p);
+  return cudaGetLastError();
 }
 
 template <int MT, bool FP8>
@@ -495,20 +783,41 @@ void check_shape(const MlaDecodeShape& s) {
                s.max_blocks, s.block_size);
 }
 
+// The kernel that runs a shape (kAuto resolved); throws on a forced choice
+// that cannot run it. kAuto stays on the tiled kernel until the fused one has
+// passed the correctness cases and been timed on a GPU (docs/mla-decode.md,
+// "Fused FP8 kernel": it was written and checked on the CPU only).
+MlaDecodeKernel resolve_kernel(const MlaDecodeShape& s, MlaDecodeKernel k) {
+  const bool fused_fits = s.kv_dtype == MlaKvDtype::kFP8E4M3 && s.heads <= fused::kHeads;
+  if (k == MlaDecodeKernel::kAuto) return MlaDecodeKernel::kTiled;
+  if (k == MlaDecodeKernel::kFp8Fused && !fused_fits)
+    fail_input("mla_decode: the fused kernel needs an FP8 cache and at most {} heads (got {} heads)", fused::kHeads,
+               s.heads);
+  return k;
+}
+
 }  // namespace
 
 int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms) {
+  return mla_decode_default_splits(shape, num_sms, MlaDecodeKernel::kAuto);
+}
+
+int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms, MlaDecodeKernel kernel) {
   check_shape(shape);
-  const long max_tiles = (long(shape.max_blocks) * shape.block_size + kTile - 1) / kTile;
+  const bool fused_kernel = resolve_kernel(shape, kernel) == MlaDecodeKernel::kFp8Fused;
+  const int tile = fused_kernel ? fused::kTile : kTile;
+  const long slots = long(std::max(num_sms, 1)) * (fused_kernel ? 2 : 1);  // CTAs resident at once
+  const double fixed = fused_kernel ? 2.0 : 1.0;                          // ~64 tokens' worth, in tiles
+  const long max_tiles = (long(shape.max_blocks) * shape.block_size + tile - 1) / tile;
   const long ctas = long(shape.batch) * ((shape.heads + heads_per_cta(shape.heads) - 1) / heads_per_cta(shape.heads));
-  // Cost model in tile-times: waves x (tiles per split + ~1 tile of fixed cost
-  // per CTA: q load, pipeline fill, partial write and its share of the combine).
+  // Cost model in tile-times: waves x (tiles per split + a fixed cost per CTA:
+  // q load, pipeline fill, partial write and its share of the combine).
   int best = 1;
   double best_cost = 1e30;
   const long limit = std::min<long>(max_tiles, 256);
   for (long s = 1; s <= limit; ++s) {
-    const long waves = (ctas * s + num_sms - 1) / num_sms;
-    const double cost = double(waves) * (double((max_tiles + s - 1) / s) + 1.0);
+    const long waves = (ctas * s + slots - 1) / slots;
+    const double cost = double(waves) * (double((max_tiles + s - 1) / s) + fixed);
     if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
   }
   return best;
@@ -529,7 +838,8 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
   if (!args.q || !args.k_cache || !args.block_tables || !args.context_lens || !args.out)
     fail_input("mla_decode: q, k_cache, block_tables, context_lens and out must be device pointers");
   if (fp8 && !args.k_scale) fail_input("mla_decode: an FP8 cache needs k_scale");
-  const int splits = args.num_splits > 0 ? args.num_splits : mla_decode_default_splits(s, num_sms);
+  const MlaDecodeKernel kernel = resolve_kernel(s, args.kernel);
+  const int splits = args.num_splits > 0 ? args.num_splits : mla_decode_default_splits(s, num_sms, kernel);
   if (splits > 1 && !args.workspace)
     fail_input("mla_decode: {} splits need a workspace of {} bytes", splits, mla_decode_workspace_bytes(s, splits, num_sms));
   if (splits > 65535) fail_input("mla_decode: {} splits is over the grid limit", splits);
@@ -543,6 +853,7 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
   p.out = args.out;
   p.batch = s.batch, p.heads = s.heads, p.max_blocks = s.max_blocks, p.block_size = s.block_size;
   p.num_splits = splits;
+  p.block_shift = (s.block_size & (s.block_size - 1)) == 0 ? __builtin_ctz(unsigned(s.block_size)) : -1;
   p.q_scale = args.softmax_scale * kLog2e;
   p.profile_skip = args.profile_skip;
   if (splits > 1) {
@@ -550,7 +861,9 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
     p.ws_lse = p.ws_o + size_t(splits) * s.batch * s.heads * kMlaValueDim;
   }
   const int head_groups = (s.heads + heads_per_cta(s.heads) - 1) / heads_per_cta(s.heads);
-  cudaError_t err = fp8 ? launch_for_heads<true>(p, head_groups, stream) : launch_for_heads<false>(p, head_groups, stream);
+  cudaError_t err = kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
+                    : fp8                                ? launch_for_heads<true>(p, head_groups, stream)
+                                                         : launch_for_heads<false>(p, head_groups, stream);
   if (err != cudaSuccess || splits == 1) return err;
   mla_combine_kernel<<<dim3(s.heads, s.batch), 128, 0, stream>>>(p);
   return cudaGetLastError();

@@ -29,6 +29,11 @@ namespace mx::cuda {
 
 enum class MlaKvDtype { kBF16, kFP8E4M3 };
 
+// Which kernel runs (docs/mla-decode.md). kAuto runs kTiled for now; kFp8Fused
+// (FP8 cache, at most 16 heads: mla_decode throws otherwise) is opt-in until it
+// has been checked and timed on a GPU, then meant to be kAuto's choice there.
+enum class MlaDecodeKernel { kAuto, kTiled, kFp8Fused };
+
 inline constexpr int kMlaHeadDim = 576;   // kv_lora 512 + rope 64
 inline constexpr int kMlaValueDim = 512;  // kv_lora
 
@@ -52,18 +57,21 @@ struct MlaDecodeArgs {
   void* workspace = nullptr;  // mla_decode_workspace_bytes(shape, num_splits) bytes, 16-byte aligned
   // KV splits per sequence (flash-decoding); 0 = mla_decode_default_splits.
   int num_splits = 0;
+  MlaDecodeKernel kernel = MlaDecodeKernel::kAuto;
   // Benchmark only (mla_decode_bench's stage timing): leave stages out, which
   // makes the result wrong. 0 in every real call.
   int profile_skip = 0;
 };
 
-inline constexpr int kMlaSkipFp8Decode = 1;  // FP8 tiles are not decoded (scores use stale data)
+inline constexpr int kMlaSkipFp8Decode = 1;  // FP8 tiles are not decoded (scores use stale data; kTiled only)
 inline constexpr int kMlaSkipValues = 2;     // no P.V products
 
 // Splits chosen from the shape alone (host values only, so a captured graph
 // replays with the same choice): enough CTAs to fill the GPU's multiprocessors
 // in whole waves, no split shorter than one 64-token tile.
 int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms);
+// The same for a given kernel choice (kAuto: the kernel mla_decode would pick).
+int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms, MlaDecodeKernel kernel);
 
 // Workspace for split partials (0 when num_splits resolves to 1).
 size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape, int num_splits, int num_sms);
