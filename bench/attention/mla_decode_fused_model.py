@@ -271,8 +271,34 @@ def run_case(heads, batch, bs, max_ctx, splits, seed):
     return rel
 
 
-def main():
+def address_forms_ok():
+    """The kernel's strength-reduced addresses equal fp8_pos / p_pos of the full row."""
     ok = True
+    for row in range(32):
+        for sub in range(8):  # fused_load_tile
+            for j in range(4):
+                ok &= fp8_pos(row, sub + 8 * j) == 8 * j + ((sub ^ row) & 7)
+            if sub < 4:
+                ok &= fp8_pos(row, 32 + sub) == 32 | ((sub ^ (row >> 1)) & 3)
+    for lane in range(32):  # P.V and score offsets
+        g, a_row, a_chunk = lane >> 2, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4
+        for warp in range(8):
+            tg, kq = warp & 1, warp >> 1
+            for kt in range(2):
+                for h in range(2):
+                    c = 4 * warp + 2 * h + a_chunk
+                    ok &= (16 * kt + a_row) * ROW + fp8_pos(16 * kt + a_row, c) * 16 == \
+                        a_row * ROW + fp8_pos(a_row, c) * 16 + kt * 16 * ROW
+            for i in range(9):
+                for n in range(2):
+                    row = 16 * tg + 8 * n + g
+                    ok &= fp8_pos(row, 9 * kq + i) == fp8_pos(g, 9 * kq + i)
+    return ok
+
+
+def main():
+    ok = address_forms_ok()
+    print("address forms:", "ok" if ok else "FAIL")
     for r in range(32):
         ok &= sorted(fp8_pos(r, c) for c in range(36)) == list(range(36))
     for b in range(256):

@@ -510,17 +510,18 @@ __device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_
 }
 
 // Tile `tile` (32 tokens) into stage `st`: thread (row = tid / 8, sub = tid % 8)
-// copies chunks sub, sub + 8, ... of one row.
+// copies chunks sub, sub + 8, ... of one row. Chunk sub + 8j (j < 4) sits at
+// slot 8j + (sub ^ row) % 8 (fp8_pos), so one per-thread offset plus
+// immediates addresses all of them; chunk 32 + sub (sub < 4) at 32 + (sub ^ row/2) % 4.
 __device__ __forceinline__ void fused_load_tile(const Params& p, uint32_t slot, int ctx, int tile, uint8_t* smem, int st) {
   const int row = threadIdx.x >> 3, sub = threadIdx.x & 7;
   const bool valid = tile * fused::kTile + row < ctx;
-  const uint8_t* src = p.kv + size_t(slot) * kRowFp8;
-  uint8_t* dst = smem + st * fused::kStageBytes + row * kRowFp8;
+  const uint8_t* src = valid ? p.kv + size_t(slot) * kRowFp8 + sub * 16 : p.kv;
+  const uint32_t dst = smem_addr(smem + st * fused::kStageBytes + row * kRowFp8);
+  const uint32_t body = dst + (((sub ^ row) & 7) << 4);
 #pragma unroll
-  for (int j = 0; j < 5; ++j) {
-    const int chunk = sub + 8 * j;
-    if (chunk < kRowFp8 / 16) cp_async16(smem_addr(dst + fp8_pos(row, chunk) * 16), valid ? src + chunk * 16 : p.kv, valid);
-  }
+  for (int j = 0; j < 4; ++j) cp_async16(body + 128 * j, valid ? src + 128 * j : src, valid);
+  if (sub < 4) cp_async16(dst + ((32 | ((sub ^ (row >> 1)) & 3)) << 4), valid ? src + 512 : src, valid);
   if (sub == 0) {
     float* scale = reinterpret_cast<float*>(smem + fused::kOffScale) + st * fused::kTile + row;
     cp_async4(smem_addr(scale), valid ? p.k_scale + slot : p.k_scale, valid);
@@ -567,8 +568,18 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_fp8_fused_kernel(const
       qa[i][3] = pack_bf16x2(y.z * s, y.w * s);
     }
   }
-  // Lane-dependent ldmatrix coordinates (16 rows x 2 chunks).
+  // Lane-dependent ldmatrix coordinates (16 rows x 2 chunks) and the
+  // tile-invariant parts of the P.V addresses: row a_row (plus 16 per k-tile,
+  // which leaves the swizzle unchanged) of the P tile and of the stage.
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
+  const uint32_t p_addr0 = smem_addr(smem + kOffP + p_pos(a_row, a_chunk));
+  const uint32_t p_addr1 = smem_addr(smem + kOffP + p_pos(a_row, 2 + a_chunk));
+  const int v_off0 = a_row * kRowFp8 + fp8_pos(a_row, 4 * warp + a_chunk) * 16;
+  // Score loads: row 16 tg + g, bytes 4 q4 of the chunk of k-step 9 kq + i.
+  int s_off[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) s_off[i] = (16 * tg + g) * kRowFp8 + 4 * q4 + fp8_pos(g, 9 * kq + i) * 16;
+  const int v_off1 = a_row * kRowFp8 + fp8_pos(a_row, 4 * warp + 2 + a_chunk) * 16;
 
   float* part = reinterpret_cast<float*>(smem + kOffPart);
   uint8_t* pbuf = smem + kOffP;
@@ -600,13 +611,14 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_fp8_fused_kernel(const
       for (int n = 0; n < 2; ++n)
 #pragma unroll
         for (int a = 0; a < 2; ++a) acc[n][a][0] = acc[n][a][1] = acc[n][a][2] = acc[n][a][3] = 0.f;
+      // Rows 16 tg + g and 16 tg + 8 + g share their swizzle (row % 8), so the
+      // second n-tile's load is the first's plus an immediate.
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const int row = 16 * tg + 8 * n + g;
-        const uint8_t* rp = stage + row * kRowFp8 + 4 * q4;
+      for (int i = 0; i < 9; ++i) {
+        const uint8_t* rp = stage + s_off[i];
 #pragma unroll
-        for (int i = 0; i < 9; ++i) {
-          const uint32_t w = *reinterpret_cast<const uint32_t*>(rp + fp8_pos(row, 9 * kq + i) * 16);
+        for (int n = 0; n < 2; ++n) {
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(rp + n * 8 * kRowFp8);
           mma_bf16(acc[n][i & 1], qa[i], fp8x2<kBytes01>(w), fp8x2<kBytes23>(w));
         }
       }
@@ -655,15 +667,15 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_fp8_fused_kernel(const
 #pragma unroll
       for (int n = 0; n < 8; ++n) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
     }
+    const uint32_t stage_addr = smem_addr(stage);
 #pragma unroll
     for (int kt = 0; kt < kTile / 16; ++kt) {
       uint32_t pa[4];
-      ldmatrix_x4(pa, smem_addr(pbuf + p_pos(a_row, 2 * kt + a_chunk)));
-      const int v_row = 16 * kt + a_row;
+      ldmatrix_x4(pa, kt == 0 ? p_addr0 : p_addr1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t r[4];
-        ldmatrix_x4_trans(r, smem_addr(stage + v_row * kRowFp8 + fp8_pos(v_row, 4 * warp + 2 * h + a_chunk) * 16));
+        ldmatrix_x4_trans(r, stage_addr + (h == 0 ? v_off0 : v_off1) + kt * 16 * kRowFp8);
         mma_bf16(o[4 * h + 0], pa, fp8x2<kBytes02>(r[0]), fp8x2<kBytes02>(r[1]));
         mma_bf16(o[4 * h + 1], pa, fp8x2<kBytes13>(r[0]), fp8x2<kBytes13>(r[1]));
         mma_bf16(o[4 * h + 2], pa, fp8x2<kBytes02>(r[2]), fp8x2<kBytes02>(r[3]));
