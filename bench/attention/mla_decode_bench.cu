@@ -493,6 +493,7 @@ int main(int argc, char** argv) {
     for (int heads : {8, 16})
       for (int b : {1, 8, 32, 64, 128})
         results.push_back(time_case(pool, copy_gbs, heads, b, 8192, MlaKvDtype::kFP8E4M3, 64, 0, MlaDecodeKernel::kFp8Fused));
+    results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, MlaKvDtype::kFP8E4M3, 16, 0, MlaDecodeKernel::kFp8Fused));
     for (int heads : {8, 16})
       for (int splits : {2, 3, 4, 6, 8})
         results.push_back(
