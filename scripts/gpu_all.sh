@@ -57,7 +57,7 @@ if [[ $seed_bench == 1 && -n "$model" ]]; then
   grep -h "ready:" "$out/seed-serve.log"
   for cfg in "10 2" "160 40"; do
     set -- $cfg
-    step "seed_bench_c$2" 280 mxserve bench serve --model="$model" --backend=vllm --base-url=http://127.0.0.1:8000 \
+    step "seed_bench_c$2" $(( $2 == 2 ? 120 : 200 )) mxserve bench serve --model="$model" --backend=vllm --base-url=http://127.0.0.1:8000 \
       --trust-remote-code --dataset-name=random --random-input-len=10240 --random-output-len=512 \
       --random-range-ratio=1.0 --num-prompts="$1" --max-concurrency="$2" --request-rate=inf \
       --percentile-metrics=ttft,tpot,itl,e2el --save-result --result-dir "$out" \
