@@ -496,7 +496,7 @@ constexpr uint32_t kBytes01 = 0x9180, kBytes23 = 0xB3A2, kBytes02 = 0xA280, kByt
 
 // Cache slot (block * block_size + offset) of this thread's row of tile `tile`
 // (0 past the context), looked up one tile ahead of its copy. A slot fits 32
-// bits: 2^31 rows would be 1.2 TB of cache.
+// bits: 2^32 rows of 576 bytes would be 2.5 TB of cache.
 __device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_t* table, int ctx, int tile) {
   const int token = tile * fused::kTile + (threadIdx.x >> 3);
   if (token >= ctx) return 0;
