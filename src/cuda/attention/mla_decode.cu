@@ -805,7 +805,12 @@ void check_shape(const MlaDecodeShape& s) {
 // "Fused FP8 kernel": it was written and checked on the CPU only).
 MlaDecodeKernel resolve_kernel(const MlaDecodeShape& s, MlaDecodeKernel k) {
   const bool fused_fits = s.kv_dtype == MlaKvDtype::kFP8E4M3 && s.heads <= fused::kHeads;
-  if (k == MlaDecodeKernel::kAuto) return MlaDecodeKernel::kTiled;
+  // Measured on an H200 (bench/attention/mla_decode_results.md, 2026-11-30):
+  // the fused FP8 kernel wins from batch 32 (8K context, 8/16 heads: 54.6% vs
+  // 38.5% of copy bandwidth at batch 64) and ties at batch 8; at batch 1 the
+  // tiled kernel's finer splits win (40 vs 71 us).
+  if (k == MlaDecodeKernel::kAuto)
+    return fused_fits && s.batch >= 8 ? MlaDecodeKernel::kFp8Fused : MlaDecodeKernel::kTiled;
   if (k == MlaDecodeKernel::kFp8Fused && !fused_fits)
     fail_input("mla_decode: the fused kernel needs an FP8 cache and at most {} heads (got {} heads)", fused::kHeads,
                s.heads);
