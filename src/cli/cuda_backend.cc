@@ -11,6 +11,8 @@ std::unique_ptr<mx::Ops> make_cuda_backend(const mx::BackendOptions& options) {
   mx::cuda::CudaOpsOptions cuda;
   cuda.device = options.device_index;
   cuda.poison_outputs = options.poison_outputs;
+  cuda.f32_activations = options.exact_numerics;
+  cuda.attention_kernel = mx::cuda::parse_attention_kernel(options.attention_kernel);
   return mx::cuda::make_cuda_ops(options.activation_mode, cuda);
 }
 

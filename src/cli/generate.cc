@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/backend_flags.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
@@ -45,6 +46,7 @@ struct GenerateOptions {
   uint64_t dummy_seed = 0;
   std::string logits_out;  // JSON: tokens + the logits that chose each (parity checks)
   std::string device = "cpu";
+  BackendFlags backend;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -94,6 +96,7 @@ void run(const GenerateOptions& o) {
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
   load.device = o.device;
+  o.backend.apply(load);
   load.tensor_parallel_size = o.tensor_parallel_size;
   load.expert_parallel = o.expert_parallel;
   load.load_format = o.load_format;
@@ -134,6 +137,7 @@ Register reg([](CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
       ->capture_default_str();
+  o->backend.add_to(cmd);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's EOS ids");
   cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "ranks (devices) to shard the model over")->check(CLI::PositiveNumber);
   cmd->add_flag("--enable-expert-parallel", o->expert_parallel, "MoE experts split whole over the ranks");

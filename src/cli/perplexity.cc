@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/backend_flags.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
@@ -39,6 +40,7 @@ struct PerplexityOptions {
   int threads = 0;
   bool print_ids = false;
   std::string device = "cpu";
+  BackendFlags backend;
 };
 
 double next_token_nll(const std::vector<float>& logits, int32_t target) {
@@ -71,6 +73,7 @@ void run(const PerplexityOptions& o) {
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
   load.device = o.device;
+  o.backend.apply(load);
   auto model = load_causal_lm(path, load);
   const int64_t block = o.device == "cpu" ? 16 : 64, n = int64_t(ids.size());
   model->allocate_kv_cache((n + block - 1) / block, block, KvCacheDtype::BF16);
@@ -111,6 +114,7 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
       ->capture_default_str();
+  o->backend.add_to(cmd);
   cmd->add_flag("--print-ids", o->print_ids, "print the scored token ids (comma-separated) and exit");
   cmd->callback([o] { run(*o); });
 });

@@ -12,6 +12,7 @@
 
 #include <mutex>
 
+#include "cli/backend_flags.h"
 #include "cli/command.h"
 #include "cli/debug_faulty_model.h"
 #include "core/error.h"
@@ -37,6 +38,7 @@ struct ServeOptions {
   int64_t debug_fail_forward_at_step = 0;  // testing only (cli/debug_faulty_model.h)
   double kv_cache_memory_gib = 0;     // 0: 1 GiB on cpu; on cuda, --gpu-memory-utilization decides
   std::string device = "cpu", sampling_device;  // sampling_device empty: the same as device
+  BackendFlags backend;
   double gpu_memory_utilization = 0.9;
   double shutdown_timeout_s = 30.0;
   // Parallelism and weights (docs/parallel.md).
@@ -221,6 +223,7 @@ void serve(const ServeOptions& o) {
   load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
   load.num_threads = o.threads;
   load.device = o.device;
+  o.backend.apply(load);
   load.tensor_parallel_size = o.tensor_parallel_size;
   load.expert_parallel = o.enable_expert_parallel;
   load.load_format = o.load_format;
@@ -298,6 +301,7 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--kv-cache-memory-gib", o->kv_cache_memory_gib, "memory for the KV cache in GiB (default: 1 on cpu; "
                   "on cuda, what --gpu-memory-utilization leaves)")->check(CLI::PositiveNumber);
   cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")->capture_default_str();
+  o->backend.add_to(cmd);
   cmd->add_option("--sampling-device", o->sampling_device, "where tokens are sampled: cpu, or the --device (default: the --device)");
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "with --device cuda: the share of the GPU's memory "
                   "the weights and the KV cache may use; the KV cache gets what the loaded weights leave of it")

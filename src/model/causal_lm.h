@@ -38,6 +38,8 @@ struct LoadOptions {
   int num_threads = 0;                                     // CPU backend: 0 = all cores
   std::string device = "cpu";                              // Ops backend (ops/backend_registry.h): cpu, cuda
   int device_index = 0;                                    // which GPU for device = cuda
+  bool exact_numerics = false;             // CUDA: the CPU's F32 numerics (ops/backend_registry.h)
+  std::string attention_kernel = "auto";   // CUDA attention kernel family (ops/backend_registry.h)
   // "auto": the checkpoint's weights; "dummy": random weights of the config's
   // shapes and formats (quant/dummy_source.h), seeded by dummy_seed.
   std::string load_format = "auto";

@@ -15,6 +15,8 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
   BackendOptions backend;
   backend.activation_mode = options.activation_mode;
   backend.device_index = options.device_index;
+  backend.exact_numerics = options.exact_numerics;
+  backend.attention_kernel = options.attention_kernel;
   ops_ = make_ops(options.device, backend);
   loader_ = std::make_unique<WeightLoader>(config_, *source_);
 }

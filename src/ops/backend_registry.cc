@@ -12,7 +12,12 @@
 namespace mx {
 namespace {
 
-std::unique_ptr<Ops> make_cpu_backend(const BackendOptions& options) { return make_cpu_ops(options.activation_mode); }
+std::unique_ptr<Ops> make_cpu_backend(const BackendOptions& options) {
+  if (options.attention_kernel != "auto")
+    fail_input("--attention-kernel {} selects a CUDA kernel; the cpu backend has one attention implementation",
+               options.attention_kernel);
+  return make_cpu_ops(options.activation_mode);
+}
 
 struct Registry {
   std::mutex mutex;

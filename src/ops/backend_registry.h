@@ -16,6 +16,12 @@ struct BackendOptions {
   ActivationMode activation_mode = ActivationMode::W4A16;
   int device_index = 0;         // which GPU of the machine
   bool poison_outputs = false;  // fill fresh device buffers with NaN (parity tests)
+  // CUDA: F32 activations through every GEMM and F32 attention, matching the
+  // CPU reference to F32 rounding (slow; for checking). The CPU backend is that
+  // reference already.
+  bool exact_numerics = false;
+  // CUDA attention kernel family: auto | generic | tensor-core | mla-decode.
+  std::string attention_kernel = "auto";
 };
 
 using OpsFactory = std::unique_ptr<Ops> (*)(const BackendOptions& options);

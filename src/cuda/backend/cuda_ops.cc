@@ -61,6 +61,7 @@ CudaOps::CudaOps(ActivationMode mode, CudaOpsOptions options)
       attention_(stream_, options.poison_outputs) {
   // The reference numerics take the CUDA-core attention (F32 math) rather
   // than the BF16 tensor-core kernel.
+  attention_.set_kernel(options_.attention_kernel);
   if (options_.f32_activations) attention_.set_kernel(AttentionKernel::Generic);
 }
 

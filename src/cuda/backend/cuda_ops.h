@@ -46,6 +46,9 @@ struct CudaOpsOptions {
   // CudaAttention (the op's activations are copied across). Isolates the
   // non-attention ops in whole-model parity runs.
   bool cpu_attention = false;
+  // Forces one attention kernel family (CLI --attention-kernel); Auto picks
+  // by shape (docs/cuda-attention.md).
+  AttentionKernel attention_kernel = AttentionKernel::Auto;
 };
 
 class CudaOps : public Ops {

@@ -38,3 +38,18 @@ TEST(BackendRegistry, RegisteredFactoryIsUsed) {
 
 }  // namespace
 }  // namespace mx
+
+namespace mx {
+namespace {
+
+TEST(BackendRegistry, CpuRefusesACudaAttentionKernelChoice) {
+  BackendOptions o;
+  o.attention_kernel = "tensor-core";
+  EXPECT_THROW(make_ops("cpu", o), InvalidArgument);
+  o.attention_kernel = "auto";
+  o.exact_numerics = true;  // the CPU backend is the exact reference already
+  EXPECT_NE(make_ops("cpu", o), nullptr);
+}
+
+}  // namespace
+}  // namespace mx
