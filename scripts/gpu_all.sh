@@ -8,7 +8,8 @@
 #   2. attention_parity: KV store/gather, paged/dense attention, MLA decode, CUDA vs CPU
 #   3. sampler_parity: the GPU sampler vs the CPU sampler
 #   4. gpu_e2e_check.sh: generate + serve greedy answers cuda == cpu on a synthetic
-#      Llama and a Kimi-K2.5-shaped MXFP4 model (and --model if given), tokens/s
+#      Llama and a Kimi-K2.5-shaped MXFP4 model (and --model if given), tokens/s;
+#      again with --exact-numerics on the GPU (the CPU's F32 numerics)
 #   5. --seed-bench: the seed's two `bench serve` commands (10,240 in / 512 out;
 #      10 prompts at concurrency 2, 160 at 40) against `mxserve serve --device cuda`
 #      on --model (SmolLM2's context is 8,192: served with --allow-long-max-model-len)
@@ -47,6 +48,9 @@ step sampler_parity 120 sampler_parity
 e2e_args=()
 [[ -n "$model" ]] && e2e_args=(--model "$model")
 step e2e_synthetic 300 env WORK=/tmp/mx-e2e scripts/gpu_e2e_check.sh --skip-cpu-throughput
+# The same with the CPU's F32 numerics on the GPU: answers must match exactly.
+step e2e_synth_exact 300 env WORK=/tmp/mx-e2e-exact scripts/gpu_e2e_check.sh --skip-cpu-throughput --decode-tokens 16 \
+  --cuda-flags --exact-numerics
 [[ -n "$model" ]] && step e2e_model 300 env WORK=/tmp/mx-e2e-model scripts/gpu_e2e_check.sh --skip-cpu-throughput "${e2e_args[@]}"
 
 if [[ $seed_bench == 1 && -n "$model" ]]; then

@@ -18,6 +18,8 @@
 # Exit status 1 if any comparison differs.
 #   scripts/gpu_e2e_check.sh [--model DIR_OR_GGUF]... [--decode-tokens N]
 #       [--gpu-memory-utilization F] [--skip-cpu-throughput] [--near-tie NATS]
+#       [--cuda-flags "FLAGS"]   extra flags for every cuda run, e.g. "--exact-numerics"
+#                                (the CPU's F32 numerics: answers must then match exactly)
 set -euo pipefail
 MX=${MXSERVE:-mxserve}
 WORK=${WORK:-/tmp/mx-e2e}
@@ -25,6 +27,7 @@ DECODE_TOKENS=128
 GPU_UTIL=0.3
 NEAR_TIE=0.05
 CPU_THROUGHPUT=1
+CUDA_FLAGS=""
 models=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --gpu-memory-utilization) GPU_UTIL=$2; shift 2 ;;
     --skip-cpu-throughput) CPU_THROUGHPUT=0; shift ;;
     --near-tie) NEAR_TIE=$2; shift 2 ;;
+    --cuda-flags) CUDA_FLAGS=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -103,9 +107,10 @@ for model in "${models[@]}"; do
   name=$(basename "$model")
   echo "=== $name ($model)"
   # (b) generate, greedy, token for token.
-  gen() { "$MX" generate --model "$model" --prompt-ids 1,17,33,65,129,200,7,9 --max-tokens 32 --ignore-eos --device "$1"; }
+  gen() { "$MX" generate --model "$model" --prompt-ids 1,17,33,65,129,200,7,9 --max-tokens 32 --ignore-eos --device "$@"; }
   cpu_gen=$(gen cpu | head -1)
-  cuda_gen=$(gen cuda | head -1)
+  # shellcheck disable=SC2086
+  cuda_gen=$(gen cuda $CUDA_FLAGS | head -1)
   if [[ "$cpu_gen" == "$cuda_gen" ]]; then echo "generate: identical ($cpu_gen)"
   else echo "generate: DIFFERENT"; echo "  cpu:  $cpu_gen"; echo "  cuda: $cuda_gen"; fail=1; fi
 
@@ -113,10 +118,12 @@ for model in "${models[@]}"; do
   "$MX" serve --model "$model" --device cpu --port 18401 --kv-cache-memory-gib 1 --max-num-seqs 64 \
       >"$WORK/serve-cpu.log" 2>&1 &
   cpu_pid=$!
-  "$MX" serve --model "$model" --device cuda --port 18402 --gpu-memory-utilization "$GPU_UTIL" --max-num-seqs 64 \
+  # shellcheck disable=SC2086
+  "$MX" serve --model "$model" --device cuda $CUDA_FLAGS --port 18402 --gpu-memory-utilization "$GPU_UTIL" --max-num-seqs 64 \
       >"$WORK/serve-cuda.log" 2>&1 &
   cuda_pid=$!
-  "$MX" serve --model "$model" --device cuda --sampling-device cpu --port 18403 --kv-cache-memory-gib 1 \
+  # shellcheck disable=SC2086
+  "$MX" serve --model "$model" --device cuda $CUDA_FLAGS --sampling-device cpu --port 18403 --kv-cache-memory-gib 1 \
       --max-num-seqs 64 >"$WORK/serve-cuda-cpusampler.log" 2>&1 &
   cuda_cpu_pid=$!
   if wait_ready 18401 $cpu_pid "$WORK/serve-cpu.log" && wait_ready 18402 $cuda_pid "$WORK/serve-cuda.log" &&
