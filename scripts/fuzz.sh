@@ -38,12 +38,12 @@ for name in "${HARNESSES[@]}"; do
   "$BUILD_DIR/fuzz/fuzz_$name" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -timeout=10 -rss_limit_mb=2560 \
     -print_final_stats=1 -artifact_prefix="$crash/" "$corpus" "fuzz/corpus/$name" >"$log" 2>&1
   rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
   if [ "$rc" != 0 ]; then
     failed+=("$name")
     summary+=("fuzz_$name: FAILED (rc $rc) after ${execs:-?} executions; input in $crash/")
-    grep -E 'ERROR|SUMMARY|runtime error|terminate|deadly' "$log" | head -5
+    grep -aE 'ERROR|SUMMARY|runtime error|terminate|deadly' "$log" | head -5
   else
     summary+=("fuzz_$name: ${execs:-?} executions in ${SECONDS_EACH}s, coverage ${cov:-?}, no crash")
   fi
