@@ -1,6 +1,10 @@
 #include "server/openai_server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 
 #include "core/log.h"
@@ -12,7 +16,9 @@ namespace mx {
 
 using nlohmann::json;
 
-struct OpenAIServer::Context : ServerState {};
+struct OpenAIServer::Context : ServerState {
+  int listen_socket = -1;  // the bound listening socket (for its backlog)
+};
 
 namespace {
 
@@ -171,6 +177,10 @@ OpenAIServer::OpenAIServer(ServerOptions options)
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(options_.read_timeout_s, 0);
   http_->set_write_timeout(60, 0);
+  http_->set_socket_options([ctx = ctx_.get()](socket_t sock) {
+    httplib::default_socket_options(sock);
+    ctx->listen_socket = int(sock);
+  });
   install_routes();
 }
 
@@ -249,6 +259,11 @@ int OpenAIServer::start() {
     port = -1;
   }
   if (port < 0) fail_input("cannot listen on {}:{} (address in use or not local?)", options_.host, options_.port);
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of connections
+  // beyond it (hundreds of clients at once) had SYNs dropped, waited minutes
+  // and some were reset. listen() again on the bound socket raises it.
+  if (ctx_->listen_socket >= 0 && ::listen(ctx_->listen_socket, SOMAXCONN) != 0)
+    log::warn("could not raise the listen backlog to {}: {}", SOMAXCONN, std::strerror(errno));
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   return port;
 }
