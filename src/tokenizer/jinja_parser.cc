@@ -76,6 +76,7 @@ class Parser {
   // Parses statements until a block tag whose name is in `terminators`; leaves
   // the position after that name and returns it in `found`.
   Body parse_body(const std::set<std::string>& terminators, std::string& found) {
+    Nest nest(*this, "blocks");
     Body body;
     while (true) {
       const Token& tok = cur();
@@ -304,6 +305,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nest nest(*this, "expression");
     if (is_name("not")) {
       int line = next().line;
       auto u = make_expr(ExprKind::kUnary, line);
@@ -379,6 +381,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this, "expression");
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       Token op = next();
@@ -607,8 +610,21 @@ class Parser {
     return t;
   }
 
+  // Each level of brackets, signs, `not` and blocks is a recursive call: a
+  // template of thousands of '(' overflowed the stack (found by
+  // fuzz_chat_template). Python's jinja2 stops such input with RecursionError.
+  static constexpr int kMaxNesting = 100;
+  struct Nest {
+    Parser& parser;
+    Nest(Parser& p, const char* what) : parser(p) {
+      if (++parser.depth_ > kMaxNesting) parser.error(fmt::format("{} nested more than {} levels deep", what, kMaxNesting));
+    }
+    ~Nest() { --parser.depth_; }
+  };
+
   std::vector<Token> t_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -78,5 +78,36 @@ TEST(JinjaRegression, IntegerPowerPastInt64IsAFloat) {
   EXPECT_EQ(render("{{ (2 ** 64) > 2 ** 62 }} {{ (3 ** 999999999999) > 1 }}"), "True True");
 }
 
+// fuzz_chat_template crash-c52d584d: about 1,000 nested '{' and '(' overflowed
+// the stack in the recursive-descent parser (the input, verbatim, below).
+TEST(JinjaRegression, DeeplyNestedTemplateIsATemplateError) {
+  const std::string found =
+    "{% macro f(x, y=2) %}{{ x * x * y }}{% endmacro %}{{ {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{(((((((((((((((((((((((((((((((((((((((((((((((((((((((({{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{(((((((((((((((((((((((((((((((((((((((((((((((((((((((({{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{(((((((((((((((((((((((((((((((((((((((((((((((((((((((({{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{(((((((((((((((((((((((((((((((((((((((((((((((((((((((({{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{(((((((((((((((((((((((((((((((((({{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{(((((((((((((((((((((((((((((((((((((((((((((((((((((((({{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
+    "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{raise_exceptio"
+    "n('no') if false }}";
+  EXPECT_NE(error_of(found).find("nested more than 100 levels deep"), std::string::npos) << error_of(found);
+  for (const std::string& open : {"(", "[", "-", "not ", "{% if true %}"}) {
+    std::string deep = open == "{% if true %}" ? "" : "{{ ";
+    for (int i = 0; i < 20000; ++i) deep += open;
+    if (open != "{% if true %}") deep += "1 }}";
+    EXPECT_NE(error_of(deep).find("nested more than 100 levels deep"), std::string::npos) << open;
+  }
+  // Real templates nest a few levels: 20 brackets inside 10 blocks still parse.
+  std::string ok;
+  for (int i = 0; i < 10; ++i) ok += "{% if true %}";
+  ok += "{{ " + std::string(20, '(') + "1" + std::string(20, ')') + " }}";
+  for (int i = 0; i < 10; ++i) ok += "{% endif %}";
+  EXPECT_EQ(render(ok), "1");
+}
+
 }  // namespace
 }  // namespace mx::jinja
