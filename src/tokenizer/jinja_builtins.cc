@@ -254,8 +254,11 @@ Value string_method(const Value& self, const std::string& name, CallArgs& a) {
   if (name == "split" || name == "rsplit") {
     long maxsplit = static_cast<long>(as_int(a.get(1, "maxsplit", Value::integer(-1)), a.line, "maxsplit"));
     if (name == "rsplit" && maxsplit >= 0) type_error(a.line, "str.rsplit with maxsplit is not supported");
+    const std::optional<std::string> sep = str_arg(0, "sep");
+    // Python: ValueError. Splitting on "" never advanced and filled memory (fuzz_chat_template).
+    if (sep && sep->empty()) type_error(a.line, fmt::format("str.{}: empty separator", name));
     List out;
-    for (auto& part : pystr::split(s, str_arg(0, "sep"), maxsplit)) out.push_back(Value::string(part));
+    for (auto& part : pystr::split(s, sep, maxsplit)) out.push_back(Value::string(part));
     return Value::make_list(std::move(out));
   }
   if (name == "splitlines") {

@@ -109,5 +109,13 @@ TEST(JinjaRegression, DeeplyNestedTemplateIsATemplateError) {
   EXPECT_EQ(render(ok), "1");
 }
 
+// fuzz_chat_template oom-361a0ea3: 'a,b'.split('') appended empty strings
+// until memory ran out (Python raises ValueError: empty separator).
+TEST(JinjaRegression, SplitOnEmptySeparatorIsATemplateError) {
+  EXPECT_NE(error_of("{{ 'a,b'.split('') | join('-') }}").find("empty separator"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'a,b'.rsplit('') }}").find("empty separator"), std::string::npos);
+  EXPECT_EQ(render("{{ 'a,b'.split(',') | join('-') }} {{ ' a  b '.split() | join('-') }}"), "a-b a-b");
+}
+
 }  // namespace
 }  // namespace mx::jinja
