@@ -45,7 +45,7 @@ fuzz_rc=${PIPESTATUS[0]}
 f_passed=$(grep -c '^fuzz_.*no crash$' "$BUILD_DIR/fuzz.log"); f_failed=$(grep -c '^fuzz_.*: FAILED' "$BUILD_DIR/fuzz.log")
 [ "$fuzz_rc" = 0 ] || [ "$f_failed" -gt 0 ] || f_failed=1  # the build itself failed
 
-echo "GPU tests: skipped here (no GPU); run scripts/gpu_check.sh on an H200"
+echo "GPU tests: skipped here (no GPU); on an H200 run scripts/gpu_all.sh (docs/gpu-serving.md)"
 passed=$((c_total - c_failed + p_passed + f_passed)); failed=$((c_failed + p_failed + f_failed))
 echo "${passed} passed, ${failed} failed, ${p_skipped} skipped"
 [ "$ctest_rc" = 0 ] && [ "$pytest_rc" = 0 ] && [ "$fuzz_rc" = 0 ]
