@@ -14,6 +14,14 @@ namespace {
 
 [[noreturn]] void type_error(int line, const std::string& what) { fail_input("chat template line {}: {}", line, what); }
 
+// replace() output size before building it: an empty `old` matches between
+// every character (Python semantics), else at each occurrence.
+void check_replace_size(const std::string& s, const std::string& old_s, const std::string& new_s, long count, int line) {
+  double matches = old_s.empty() ? double(s.size()) + 1 : double(pystr::count(s, old_s));
+  if (count >= 0) matches = std::min(matches, double(count));
+  check_string_size(double(s.size()) + matches * (double(new_s.size()) - double(old_s.size())), line, "replace");
+}
+
 std::optional<std::string> opt_str(const Value& v) {
   if (v.is_undefined() || v.is_none()) return std::nullopt;
   return to_str(v);
@@ -268,7 +276,9 @@ Value string_method(const Value& self, const std::string& name, CallArgs& a) {
   }
   if (name == "replace") {
     long count = static_cast<long>(as_int(a.get(2, "count", Value::integer(-1)), a.line, "count"));
-    return Value::string(pystr::replace(s, to_str(a.get(0, "old")), to_str(a.get(1, "new")), count));
+    const std::string old_s = to_str(a.get(0, "old")), new_s = to_str(a.get(1, "new"));
+    check_replace_size(s, old_s, new_s, count, a.line);
+    return Value::string(pystr::replace(s, old_s, new_s, count));
   }
   if (name == "upper") return Value::string(pystr::upper(s));
   if (name == "lower") return Value::string(pystr::lower(s));
@@ -279,6 +289,9 @@ Value string_method(const Value& self, const std::string& name, CallArgs& a) {
   if (name == "join") {
     std::string out;
     List items = iterate(a.get(0, "iterable"), a.line);
+    double total = items.empty() ? 0 : double(s.size()) * double(items.size() - 1);
+    for (const Value& item : items) total += item.is_string() ? double(item.str().size()) : 0;
+    check_string_size(total, a.line, "str.join");
     for (size_t k = 0; k < items.size(); ++k) {
       if (!items[k].is_string()) type_error(a.line, fmt::format("str.join: item {} is {}, not str", k, type_name(items[k])));
       out += (k ? s : "") + items[k].str();
@@ -464,7 +477,9 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
   if (name == "replace") {
     long count = a.has(2, "count") && !a.get(2, "count").is_none()
                      ? static_cast<long>(as_int(a.get(2, "count"), line, "count")) : -1;
-    return Value::string(pystr::replace(to_str(v), to_str(a.get(0, "old")), to_str(a.get(1, "new")), count));
+    const std::string s = to_str(v), old_s = to_str(a.get(0, "old")), new_s = to_str(a.get(1, "new"));
+    check_replace_size(s, old_s, new_s, count, line);
+    return Value::string(pystr::replace(s, old_s, new_s, count));
   }
   if (name == "first") {
     List items = iterate(v, line);
@@ -479,7 +494,10 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
     Value attribute = a.get(1, "attribute");
     std::string out;
     List items = iterate(v, line);
-    for (size_t k = 0; k < items.size(); ++k) out += (k ? sep : "") + to_str(key_of(items[k], attribute, line));
+    for (size_t k = 0; k < items.size(); ++k) {
+      out += (k ? sep : "") + to_str(key_of(items[k], attribute, line));
+      check_string_size(double(out.size()), line, "join");
+    }
     return Value::string(out);
   }
   if (name == "items") {

@@ -318,7 +318,11 @@ class Evaluator {
       return eval(*e.items[0], scope);
     }
     Value a = eval(*e.object, scope), b = eval(*e.items[0], scope);
-    if (op == "~") return Value::string(to_str(a) + to_str(b));
+    if (op == "~") {
+      std::string joined = to_str(a) + to_str(b);
+      check_string_size(double(joined.size()), e.line, "'~'");
+      return Value::string(std::move(joined));
+    }
     if (op == "==") return Value::boolean(equals(a, b));
     if (op == "!=") return Value::boolean(!equals(a, b));
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
@@ -338,7 +342,10 @@ class Evaluator {
     }
     if (op == "+") {
       if (a.is_number() && b.is_number()) return arith(a, b, op);
-      if (a.is_string() && b.is_string()) return Value::string(a.str() + b.str());
+      if (a.is_string() && b.is_string()) {
+        check_string_size(double(a.str().size()) + double(b.str().size()), e.line, "'+'");
+        return Value::string(a.str() + b.str());
+      }
       if (a.kind == Kind::kList && b.kind == Kind::kList) {
         List items = *a.list;
         items.insert(items.end(), b.list->begin(), b.list->end());
@@ -352,6 +359,8 @@ class Evaluator {
       const Value& count = a.is_number() ? a : b;
       if ((seq.is_string() || seq.kind == Kind::kList) && count.kind != Kind::kFloat && count.is_number()) {
         int64_t times = std::max<int64_t>(0, int_of(count));
+        if (seq.is_string()) check_string_size(double(times) * double(seq.str().size()), e.line, "'*'");
+        else check_list_size(double(times) * double(seq.list->size()), e.line, "'*'");
         if (seq.is_string()) {
           std::string out;
           for (int64_t k = 0; k < times; ++k) out += seq.str();

@@ -410,4 +410,16 @@ std::vector<std::string> code_points(const std::string& s) {
   return out;
 }
 
+void check_string_size(double bytes, int line, const char* what) {
+  if (bytes > double(kMaxStringBytes))
+    fail_input("chat template line {}: {} would make a string of {:.0f} bytes (the limit is {} MiB)", line, what, bytes,
+               kMaxStringBytes >> 20);
+}
+
+void check_list_size(double items, int line, const char* what) {
+  if (items > double(kMaxListItems))
+    fail_input("chat template line {}: {} would make a list of {:.0f} items (the limit is {})", line, what, items,
+               kMaxListItems);
+}
+
 }  // namespace mx::jinja

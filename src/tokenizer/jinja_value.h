@@ -15,6 +15,17 @@
 
 namespace mx::jinja {
 
+// No string or list a template builds may exceed these: a chain of `join` or
+// `replace` filters (or 'x' * 10**12) grows a string exponentially, and a
+// template is not allowed to take the process's memory and time with it.
+inline constexpr size_t kMaxStringBytes = size_t(16) << 20;
+inline constexpr size_t kMaxListItems = size_t(1) << 20;
+// Throws InvalidArgument "chat template line L: <what> would make a string of
+// N bytes (the limit is 16 MiB)" when bytes > kMaxStringBytes.
+void check_string_size(double bytes, int line, const char* what);
+void check_list_size(double items, int line, const char* what);
+
+
 struct Value;
 using List = std::vector<Value>;
 using Dict = std::vector<std::pair<std::string, Value>>;  // insertion order, string keys

@@ -119,3 +119,31 @@ TEST(JinjaRegression, SplitOnEmptySeparatorIsATemplateError) {
 
 }  // namespace
 }  // namespace mx::jinja
+
+namespace mx::jinja {
+namespace {
+
+// fuzz_chat_template timeout-f66376fd / timeout-fb58f6a5: chained `join`
+// filters over a string multiply its length at every step (exponential time
+// and memory). Every string a template builds is capped at 16 MiB.
+TEST(JinjaRegression, ExponentialJoinChainIsATemplateError) {
+  const std::string chain = "{{ 'system' | join('0123456789012345678901234567890') | join('0123456789012345678901234567890')"
+                            " | join('0123456789012345678901234567890') | join('0123456789012345678901234567890')"
+                            " | join('0123456789012345678901234567890') | join('0123456789012345678901234567890') }}";
+  EXPECT_NE(error_of(chain).find("the limit is 16 MiB"), std::string::npos) << error_of(chain);
+  EXPECT_EQ(render("{{ 'abc' | join('-') }}"), "a-b-c");
+}
+
+TEST(JinjaRegression, HugeRepetitionsAndReplacementsAreTemplateErrors) {
+  EXPECT_NE(error_of("{{ 'x' * 1000000000000 }}").find("the limit is 16 MiB"), std::string::npos);
+  EXPECT_NE(error_of("{{ [1, 2] * 1000000000 }}").find("would make a list"), std::string::npos);
+  EXPECT_NE(error_of("{% set s = 'y' * 1000000 %}{{ s.replace('', '0123456789012345678901234567890') }}").find("replace"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set s = 'y' * 1000000 %}{{ s | replace('y', 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz') }}")
+                .find("the limit is 16 MiB"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ 'ab' * 3 }}{{ 'aXa' | replace('a', 'bb') }}{{ ''.join(['p', 'q']) }}"), "abababbbXbbpq");
+}
+
+}  // namespace
+}  // namespace mx::jinja
