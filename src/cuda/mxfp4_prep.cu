@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/e2m1_round.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_kernels.h"
 
@@ -11,18 +12,6 @@ namespace mx::cuda {
 
 namespace {
 
-// E2M1 magnitude grid and its round-half-to-even (mirrors
-// host/mxfp4_reference.cc: round_to_e2m1_magnitude).
-__device__ __forceinline__ float e2m1_round_magnitude(float v) {
-  if (v <= 0.25f) return 0.f;
-  if (v < 0.75f) return 0.5f;
-  if (v <= 1.25f) return 1.f;
-  if (v < 1.75f) return 1.5f;
-  if (v <= 2.5f) return 2.f;
-  if (v < 3.5f) return 3.f;
-  if (v <= 5.0f) return 4.f;
-  return 6.f;
-}
 
 // 2^e as a float for e in [-127, 127] (2^-127 is a subnormal).
 __device__ __forceinline__ float exp2_int(int e) {

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda/backend/kernels.h"
+#include "cuda/e2m1_round.cuh"
 
 namespace mx::cuda {
 namespace {
@@ -81,17 +82,6 @@ __device__ __forceinline__ int mxfp4_scale_exponent(float amax) {
   return min(max(field - 127 - 2, -127), 127);
 }
 
-// E2M1 magnitude with ties to the even code (core/dtype.cc f32_to_e2m1).
-__device__ __forceinline__ float e2m1_round(float v) {
-  if (v <= 0.25f) return 0.f;
-  if (v < 0.75f) return 0.5f;
-  if (v <= 1.25f) return 1.f;
-  if (v < 1.75f) return 1.5f;
-  if (v <= 2.5f) return 2.f;
-  if (v < 3.5f) return 3.f;
-  if (v <= 5.0f) return 4.f;
-  return 6.f;
-}
 
 // One warp per 32-value block: lane i owns value i.
 __global__ void qdq_f32_kernel(const float* x, int64_t blocks, uint16_t* out) {
@@ -111,7 +101,7 @@ __global__ void qdq_f32_kernel(const float* x, int64_t blocks, uint16_t* out) {
   } else {
     const int e = mxfp4_scale_exponent(amax);
     // x * 2^-e and code * 2^e exactly as ldexp does (IEEE multiply by a power of two).
-    const float mag = e2m1_round(fabsf(ldexpf(v, -e)));
+    const float mag = e2m1_round_magnitude(fabsf(ldexpf(v, -e)));
     q = copysignf(ldexpf(mag, e), v);
   }
   out[block * 32 + lane] = __bfloat16_as_ushort(__float2bfloat16_rn(q));
