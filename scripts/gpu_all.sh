@@ -7,9 +7,12 @@
 #   1. ops_parity: every non-attention op and the whole golden models, CUDA vs CPU
 #   2. attention_parity: KV store/gather, paged/dense attention, MLA decode, CUDA vs CPU
 #   3. sampler_parity: the GPU sampler vs the CPU sampler
-#   4. gpu_e2e_check.sh: generate + serve greedy answers cuda == cpu on a synthetic
-#      Llama and a Kimi-K2.5-shaped MXFP4 model (and --model if given), tokens/s;
-#      again with --exact-numerics on the GPU (the CPU's F32 numerics)
+#   4. gpu_e2e_check.sh: generate + serve greedy answers cuda vs cpu on a synthetic
+#      Llama and a Kimi-K2.5-shaped MXFP4 model (and --model if given), tokens/s.
+#      Default numerics: logits within 2% of the largest cpu logit, answers equal
+#      or parting at a near tie (closer than twice the measured logit difference);
+#      --model (the default model): generate identical. Again with --exact-numerics
+#      on the GPU (the CPU's F32 numerics): everything identical.
 #   5. --seed-bench: the seed's two `bench serve` commands (10,240 in / 512 out;
 #      10 prompts at concurrency 2, 160 at 40) against `mxserve serve --device cuda`
 #      on --model (SmolLM2's context is 8,192: served with --allow-long-max-model-len)
@@ -47,7 +50,10 @@ step attention_parity 180 attention_parity
 step sampler_parity 120 sampler_parity
 e2e_args=()
 [[ -n "$model" ]] && e2e_args=(--model "$model")
-step e2e_synthetic 300 env WORK=/tmp/mx-e2e scripts/gpu_e2e_check.sh --skip-cpu-throughput
+# Default numerics (BF16 activations between kernels): the logits must stay
+# within 2% of the largest CPU logit; greedy answers may part only at near ties
+# (closer than twice the measured logit difference), generate included.
+step e2e_synthetic 300 env WORK=/tmp/mx-e2e scripts/gpu_e2e_check.sh --skip-cpu-throughput --allow-parting
 # The same with the CPU's F32 numerics on the GPU: answers must match exactly.
 step e2e_synth_exact 300 env WORK=/tmp/mx-e2e-exact scripts/gpu_e2e_check.sh --skip-cpu-throughput --decode-tokens 16 \
   --cuda-flags --exact-numerics
