@@ -12,6 +12,7 @@ namespace mx::cli {
 struct BackendFlags {
   bool exact_numerics = false;
   std::string attention_kernel = "auto";
+  bool profile_ops = false;
 
   void add_to(CLI::App* cmd) {
     cmd->add_flag("--exact-numerics", exact_numerics,
@@ -22,10 +23,15 @@ struct BackendFlags {
                     "any dims), tensor-core (FlashAttention-style prefill), mla-decode (MLA absorbed decode)")
         ->check(CLI::IsMember({"auto", "generic", "tensor-core", "mla-decode"}))
         ->capture_default_str();
+    cmd->add_flag("--profile-ops", profile_ops,
+                  "time every op of the forward pass on the device's clock (CUDA events on a GPU) and log, at "
+                  "exit, a table per kind of step (decode, prefill/mixed) of each op's and each all-reduce's "
+                  "time per step; costs a few microseconds of host time per op");
   }
   void apply(LoadOptions& load) const {
     load.exact_numerics = exact_numerics;
     load.attention_kernel = attention_kernel;
+    load.profile_ops = profile_ops;
   }
 };
 

@@ -40,6 +40,9 @@ struct LoadOptions {
   int device_index = 0;                                    // which GPU for device = cuda
   bool exact_numerics = false;             // CUDA: the CPU's F32 numerics (ops/backend_registry.h)
   std::string attention_kernel = "auto";   // CUDA attention kernel family (ops/backend_registry.h)
+  // --profile-ops: time every op on the backend's clock and log a per-op
+  // table per kind of step when the model is destroyed (ops/profiling_ops.h).
+  bool profile_ops = false;
   // "auto": the checkpoint's weights; "dummy": random weights of the config's
   // shapes and formats (quant/dummy_source.h), seeded by dummy_seed.
   std::string load_format = "auto";

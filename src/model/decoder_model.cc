@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/backend_registry.h"
+#include "ops/profiling_ops.h"
 #include "quant/dummy_source.h"
 
 namespace mx {
@@ -18,6 +19,8 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
   backend.exact_numerics = options.exact_numerics;
   backend.attention_kernel = options.attention_kernel;
   ops_ = make_ops(options.device, backend);
+  if (options.profile_ops)
+    ops_ = std::make_unique<ProfilingOps>(std::move(ops_), fmt::format("{} rank {}", options.device, options.shard.rank));
   loader_ = std::make_unique<WeightLoader>(config_, *source_);
 }
 
@@ -98,6 +101,13 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   return step;
 }
 
+void DecoderModel::all_reduce(Tensor& x) {
+  if (!options_.shard.sharded()) return;
+  ops_->begin_region("all_reduce");
+  options_.shard.all_reduce(x);
+  ops_->end_region();
+}
+
 Tensor DecoderModel::forward(const ForwardBatch& batch) { return ops_->to_host(forward_resident(batch)); }
 
 Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
@@ -116,10 +126,10 @@ Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
     // Sharded blocks return partial sums (row-parallel o_proj / down_proj):
     // one all_reduce per block completes them before the residual add.
     Tensor a = l.attention->forward(ops, h, step);
-    options_.shard.all_reduce(a);
+    all_reduce(a);
     h = ops.add_rms_norm(x, a, l.post_attention_norm, eps);
     Tensor y = l.ffn->forward(ops, h);
-    options_.shard.all_reduce(y);
+    all_reduce(y);
     const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
     h = ops.add_rms_norm(x, y, next_norm, eps);
   }

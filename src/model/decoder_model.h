@@ -53,6 +53,9 @@ class DecoderModel : public CausalLM {
 
  private:
   StepContext make_step(const ForwardBatch& batch) const;
+  // Completes a row-parallel block's partial sums across ranks (a no-op
+  // unsharded), marked as the region "all_reduce" for --profile-ops.
+  void all_reduce(Tensor& x);
   int64_t block_size_ = 0;
   bool kv_allocated_ = false;
 };

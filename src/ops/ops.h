@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "io/model_config.h"
+#include "ops/op_clock.h"
 #include "quant/linear_weight.h"
 
 namespace mx {
@@ -91,6 +92,15 @@ class Ops {
   virtual void begin_step() {}
   virtual void prepare(const std::vector<int32_t>& positions) { (void)positions; }
   virtual void prepare(const AttentionMeta& meta) { (void)meta; }
+
+  // ---- profiling (--profile-ops, ops/profiling_ops.h) ----
+  // A clock on which this backend's work can be timed (op_clock.h); the host
+  // clock is right for backends that finish each op before returning.
+  virtual std::unique_ptr<OpClock> make_clock() { return std::make_unique<HostOpClock>(); }
+  // Marks work that is not an op but runs between ops (the all-reduces of a
+  // sharded model), so a profile can name it; no-ops unless profiling.
+  virtual void begin_region(const char* name) { (void)name; }
+  virtual void end_region() {}
 
   // ---- elementwise and norms ----
   // table: [vocab, hidden] (BF16/F32) -> F32 [ids, hidden].

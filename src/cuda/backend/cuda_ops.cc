@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/backend/cuda_op_clock.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
 
@@ -87,6 +88,8 @@ Tensor CudaOps::fresh(DType dtype, Shape shape) {
 Tensor CudaOps::empty(DType dtype, Shape shape) { return fresh(dtype, std::move(shape)); }
 
 Tensor CudaOps::to_host(const Tensor& t) { return copy_to_host(t, stream_); }
+
+std::unique_ptr<OpClock> CudaOps::make_clock() { return std::make_unique<CudaEventClock>(options_.device, stream_); }
 
 Tensor CudaOps::to_device(const Tensor& t) { return on_device(t) ? t : copy_to_device(t, stream_); }
 

@@ -71,6 +71,8 @@ class CudaOps : public Ops {
   void begin_step() override;
   void prepare(const std::vector<int32_t>& positions) override;
   void prepare(const AttentionMeta& meta) override;
+  // CUDA events on this backend's stream (cuda_op_clock.h).
+  std::unique_ptr<OpClock> make_clock() override;
 
   Tensor embedding(const Tensor& table, const std::vector<int32_t>& ids) override;
   Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) override;
