@@ -45,6 +45,12 @@ void table(std::string& out, const char* kind, const StepProfile& p) {
 
 }  // namespace
 
+int64_t OpProfile::decode_bucket(int64_t n) {
+  int64_t b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
+
 ProfilingOps::ProfilingOps(std::unique_ptr<Ops> inner, std::string label)
     : inner_(std::move(inner)), label_(std::move(label)), clock_(inner_->make_clock()) {}
 
@@ -73,7 +79,8 @@ void ProfilingOps::flush() {
     clock_->reset();
     return;
   }
-  StepProfile& p = step_is_decode_ ? profile_.decode : profile_.prefill;
+  StepProfile& p =
+      step_is_decode_ ? profile_.decode[OpProfile::decode_bucket(step_sequences_)] : profile_.prefill;
   p.steps += 1;
   p.tokens += step_tokens_;
   p.sequences += step_sequences_;
@@ -98,7 +105,13 @@ const OpProfile& ProfilingOps::profile() {
 std::string ProfilingOps::report() {
   flush();
   std::string out = fmt::format("op profile ({}; device time per step, --profile-ops):\n", label_);
-  table(out, "decode", profile_.decode);
+  if (profile_.decode.empty()) table(out, "decode", StepProfile{});
+  for (const auto& [bucket, p] : profile_.decode) {
+    const int64_t low = bucket / 2 + 1;
+    const std::string kind = low == bucket ? fmt::format("decode ({} seqs)", bucket)
+                                           : fmt::format("decode ({}-{} seqs)", low, bucket);
+    table(out, kind.c_str(), p);
+  }
   table(out, "prefill/mixed", profile_.prefill);
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;

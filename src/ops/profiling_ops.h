@@ -2,7 +2,8 @@
 // times it on the backend's clock (op_clock.h: CUDA events on the GPU), so a
 // run shows where a step's time goes. Times are summed per op name (and per
 // region the model marks, e.g. "all_reduce") separately for decode steps
-// (every sequence adds one token) and prefill steps (any other); a step's span
+// (every sequence adds one token; by batch size, in powers of two) and
+// prefill steps (any other); a step's span
 // runs from the start of its first op to the end of its last, so span minus
 // the ops' sum is time the device waited for the host (launch gaps, host work
 // between ops). The points of a step are read back when the next step begins
@@ -34,7 +35,12 @@ struct StepProfile {
 };
 
 struct OpProfile {
-  StepProfile decode, prefill;
+  // Decode steps by batch size: key b holds steps of b/2+1 .. b sequences
+  // (1, 2, 3-4, 5-8, ...), so runs at different concurrencies stay apart.
+  std::map<int64_t, StepProfile> decode;
+  StepProfile prefill;
+  // The bucket key of a decode step of n sequences.
+  static int64_t decode_bucket(int64_t n);
 };
 
 class ProfilingOps : public Ops {

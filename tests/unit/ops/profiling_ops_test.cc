@@ -52,29 +52,39 @@ TEST(ProfilingOps, SumsEachOpPerKindOfStepAndForwardsResults) {
   ops.prepare(meta_of({5}));
   ops.rms_norm(x, norm, 1e-6f);
 
+  // A decode step of three sequences: a bucket of its own (3-4).
+  ops.begin_step();
+  ops.prepare(meta_of({1, 1, 1}));
+  ops.rms_norm(x, norm, 1e-6f);
+
   const OpProfile& p = ops.profile();
-  EXPECT_EQ(p.decode.steps, 1);
-  EXPECT_EQ(p.decode.sequences, 2);
-  EXPECT_EQ(p.decode.tokens, 2);
-  EXPECT_EQ(p.decode.entries.at("rms_norm").calls, 2);
-  EXPECT_EQ(p.decode.entries.at("linear self_attn.q_proj").calls, 2);  // layers 0 and 11 in one row
-  EXPECT_EQ(p.decode.entries.at("linear lm_head").calls, 1);
-  EXPECT_EQ(p.decode.entries.at("all_reduce").calls, 1);
+  ASSERT_EQ(p.decode.size(), 2u);
+  const StepProfile& d2 = p.decode.at(2);
+  EXPECT_EQ(d2.steps, 1);
+  EXPECT_EQ(d2.sequences, 2);
+  EXPECT_EQ(d2.tokens, 2);
+  EXPECT_EQ(d2.entries.at("rms_norm").calls, 2);
+  EXPECT_EQ(d2.entries.at("linear self_attn.q_proj").calls, 2);  // layers 0 and 11 in one row
+  EXPECT_EQ(d2.entries.at("linear lm_head").calls, 1);
+  EXPECT_EQ(d2.entries.at("all_reduce").calls, 1);
+  EXPECT_EQ(p.decode.at(4).steps, 1);
+  EXPECT_EQ(p.decode.at(4).sequences, 3);
   EXPECT_EQ(p.prefill.steps, 1);
   EXPECT_EQ(p.prefill.tokens, 5);
   EXPECT_EQ(p.prefill.entries.at("rms_norm").calls, 1);
   EXPECT_EQ(p.prefill.entries.count("linear lm_head"), 0u);
   // Ops run one after another on this clock: their sum fits in the span.
   double in_ops = 0;
-  for (const auto& [name, e] : p.decode.entries) {
+  for (const auto& [name, e] : d2.entries) {
     EXPECT_GE(e.ms, 0.0) << name;
     in_ops += e.ms;
   }
-  EXPECT_LE(in_ops, p.decode.span_ms + 1e-9);
+  EXPECT_LE(in_ops, d2.span_ms + 1e-9);
 
   const std::string report = ops.report();
   EXPECT_NE(report.find("op profile (test"), std::string::npos) << report;
-  EXPECT_NE(report.find("decode steps: 1, 2.0 sequences"), std::string::npos) << report;
+  EXPECT_NE(report.find("decode (2 seqs) steps: 1, 2.0 sequences"), std::string::npos) << report;
+  EXPECT_NE(report.find("decode (3-4 seqs) steps: 1, 3.0 sequences"), std::string::npos) << report;
   EXPECT_NE(report.find("prefill/mixed steps: 1, 1.0 sequences and 5.0 new tokens"), std::string::npos) << report;
   EXPECT_NE(report.find("linear self_attn.q_proj"), std::string::npos) << report;
 }
@@ -83,7 +93,8 @@ TEST(ProfilingOps, AStepWithoutOpsIsNotCounted) {
   ProfilingOps ops(make_cpu_ops(ActivationMode::W4A16), "idle");
   ops.begin_step();
   ops.begin_step();
-  EXPECT_EQ(ops.profile().decode.steps + ops.profile().prefill.steps, 0);
+  EXPECT_TRUE(ops.profile().decode.empty());
+  EXPECT_EQ(ops.profile().prefill.steps, 0);
   EXPECT_NE(ops.report().find("decode steps: none"), std::string::npos);
 }
 
