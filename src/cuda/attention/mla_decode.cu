@@ -428,20 +428,25 @@ void check_shape(const MlaDecodeShape& s) {
 }
 
 // The kernel that runs a shape (kAuto resolved); throws on a forced choice
-// that cannot run it. kAuto stays on the tiled kernel until the fused one has
-// passed the correctness cases and been timed on a GPU (docs/mla-decode.md,
-// "Fused FP8 kernel": it was written and checked on the CPU only).
+// that cannot run it.
 MlaDecodeKernel resolve_kernel(const MlaDecodeShape& s, MlaDecodeKernel k) {
-  const bool fused_fits = s.kv_dtype == MlaKvDtype::kFP8E4M3 && s.heads <= fused::kHeads;
+  const bool fp8_small = s.kv_dtype == MlaKvDtype::kFP8E4M3 && s.heads <= fused::kHeads;
   // Measured on an H200 (bench/attention/mla_decode_results.md, 2026-11-30):
   // the fused FP8 kernel wins from batch 32 (8K context, 8/16 heads: 54.6% vs
   // 38.5% of copy bandwidth at batch 64) and ties at batch 8; at batch 1 the
-  // tiled kernel's finer splits win (40 vs 71 us).
+  // tiled kernel's finer splits win (40 vs 71 us). The two other FP8 kernels
+  // are slower than the fused one at every measured shape (batch 64 x 8K, 8 /
+  // 16 heads: kFp8Mma 149.1 / 225.0 us, kFp8Swap 137.5 / 157.7 us, fused
+  // 131.3 / 134.4 us; sm_90 runs the E4M3 mma.sync as F16 conversions + HMMA),
+  // so they run only when asked for.
   if (k == MlaDecodeKernel::kAuto)
-    return fused_fits && s.batch >= 8 ? MlaDecodeKernel::kFp8Fused : MlaDecodeKernel::kTiled;
-  if (k == MlaDecodeKernel::kFp8Fused && !fused_fits)
-    fail_input("mla_decode: the fused kernel needs an FP8 cache and at most {} heads (got {} heads)", fused::kHeads,
-               s.heads);
+    return fp8_small && s.batch >= 8 ? MlaDecodeKernel::kFp8Fused : MlaDecodeKernel::kTiled;
+  const bool fp8_kernel =
+      k == MlaDecodeKernel::kFp8Fused || k == MlaDecodeKernel::kFp8Mma || k == MlaDecodeKernel::kFp8Swap;
+  if (fp8_kernel && !fp8_small)
+    fail_input("mla_decode: the {} kernel needs an FP8 cache and at most {} heads (got {} heads)",
+               k == MlaDecodeKernel::kFp8Fused ? "fused" : k == MlaDecodeKernel::kFp8Mma ? "FP8-MMA" : "swapped FP8",
+               fused::kHeads, s.heads);
   return k;
 }
 
@@ -453,7 +458,10 @@ int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms) {
 
 int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms, MlaDecodeKernel kernel) {
   check_shape(shape);
-  const bool fused_kernel = resolve_kernel(shape, kernel) == MlaDecodeKernel::kFp8Fused;
+  const MlaDecodeKernel resolved = resolve_kernel(shape, kernel);
+  // The fused, FP8-MMA and swapped kernels: 32-token tiles, two CTAs per SM.
+  const bool fused_kernel = resolved == MlaDecodeKernel::kFp8Fused || resolved == MlaDecodeKernel::kFp8Mma ||
+                            resolved == MlaDecodeKernel::kFp8Swap;
   const int tile = fused_kernel ? fused::kTile : kTile;
   const long slots = long(std::max(num_sms, 1)) * (fused_kernel ? 2 : 1);  // CTAs resident at once
   const double fixed = fused_kernel ? 2.0 : 1.0;                          // ~64 tokens' worth, in tiles
@@ -510,9 +518,11 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
     p.ws_lse = p.ws_o + size_t(splits) * s.batch * s.heads * kMlaValueDim;
   }
   const int head_groups = (s.heads + heads_per_cta(s.heads) - 1) / heads_per_cta(s.heads);
-  cudaError_t err = kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
-                    : fp8                                ? launch_for_heads<true>(p, head_groups, stream)
-                                                         : launch_for_heads<false>(p, head_groups, stream);
+  cudaError_t err = kernel == MlaDecodeKernel::kFp8Swap    ? launch_swap(p, stream)
+                    : kernel == MlaDecodeKernel::kFp8Mma   ? launch_fp8mma(p, stream)
+                    : kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
+                    : fp8                                  ? launch_for_heads<true>(p, head_groups, stream)
+                                                           : launch_for_heads<false>(p, head_groups, stream);
   if (err != cudaSuccess || splits == 1) return err;
   mla_combine_kernel<<<dim3(s.heads, s.batch), 128, 0, stream>>>(p);
   return cudaGetLastError();

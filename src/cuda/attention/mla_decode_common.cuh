@@ -148,6 +148,155 @@ constexpr int kBytes = kOffL + kHeads * 4;              // 104,192: two CTAs per
 static_assert(2 * (kBytes + 1024) <= 233472, "two CTAs must fit an SM's shared memory");
 }  // namespace fused
 
+// ---- FP8 stage tiles of 32 tokens, shared by the fused and the FP8-MMA kernels ----
+
+__device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(0u), "r"(sel));
+  return r;
+}
+// Two E4M3 bytes of x -> BF16x2 (the E4M3 value times 2^-120, as
+// fp8x4_to_bf16x4): SEL puts byte i in the low byte of a 16-bit half and its
+// sign, replicated, in the high byte (prmt's sign mode); a shift by 4 lines up
+// exponent and mantissa and carries the sign to bit 15; one mask keeps those.
+template <uint32_t SEL>
+__device__ __forceinline__ uint32_t fp8x2(uint32_t x) {
+  return (prmt(x, SEL) << 4) & 0x87f087f0u;
+}
+constexpr uint32_t kBytes01 = 0x9180, kBytes23 = 0xB3A2, kBytes02 = 0xA280, kBytes13 = 0xB391;
+
+
+// Chunk slot of 16-byte chunk `chunk` (0..35) of FP8 row `row`: XOR swizzle
+// inside each 8-chunk group of the values, inside the last 4 chunks (rope) by
+// row / 2.
+__device__ __forceinline__ int fp8_pos(int row, int chunk) {
+  return chunk < 32 ? (chunk & ~7) | ((chunk ^ row) & 7) : 32 | ((chunk ^ (row >> 1)) & 3);
+}
+// Cache slot (block * block_size + offset) of this thread's row of tile `tile`
+// (0 past the context), looked up one tile ahead of its copy. A slot fits 32
+// bits: 2^32 rows of 576 bytes would be 2.5 TB of cache.
+__device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_t* table, int ctx, int tile) {
+  const int token = tile * fused::kTile + (threadIdx.x >> 3);
+  if (token >= ctx) return 0;
+  int blk, off;
+  if (p.block_shift >= 0) {
+    blk = token >> p.block_shift, off = token & ((1 << p.block_shift) - 1);
+  } else {
+    blk = token / p.block_size, off = token - blk * p.block_size;
+  }
+  return uint32_t(__ldg(table + blk)) * uint32_t(p.block_size) + uint32_t(off);
+}
+
+// Tile `tile` (32 tokens) into stage `st`: thread (row = tid / 8, sub = tid % 8)
+// copies chunks sub, sub + 8, ... of one row. Chunk sub + 8j (j < 4) sits at
+// slot 8j + (sub ^ row) % 8 (fp8_pos), so one per-thread offset plus
+// immediates addresses all of them; chunk 32 + sub (sub < 4) at 32 + (sub ^ row/2) % 4.
+__device__ __forceinline__ void fused_load_tile(const Params& p, uint32_t slot, int ctx, int tile, uint8_t* smem, int st) {
+  const int row = threadIdx.x >> 3, sub = threadIdx.x & 7;
+  const bool valid = tile * fused::kTile + row < ctx;
+  const uint8_t* src = valid ? p.kv + size_t(slot) * kRowFp8 + sub * 16 : p.kv;
+  const uint32_t dst = smem_addr(smem + st * fused::kStageBytes + row * kRowFp8);
+  const uint32_t body = dst + (((sub ^ row) & 7) << 4);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) cp_async16(body + 128 * j, valid ? src + 128 * j : src, valid);
+  if (sub < 4) cp_async16(dst + ((32 | ((sub ^ (row >> 1)) & 3)) << 4), valid ? src + 512 : src, valid);
+  if (sub == 0) {
+    float* scale = reinterpret_cast<float*>(smem + fused::kOffScale) + st * fused::kTile + row;
+    cp_async4(smem_addr(scale), valid ? p.k_scale + slot : p.k_scale, valid);
+  }
+}
+
+// ---- FP8 tensor-core kernel (heads <= 16; mla_decode_fp8mma.cu) ------------
+//
+// The fused kernel decodes every FP8 byte to BF16 in registers twice (scores,
+// P.V): ~200 of its ~470 instructions per thread and tile. This kernel runs
+// both products on the FP8 tensor cores (mma.m16n8k32 e4m3), so nothing is
+// decoded, and swaps the operands so that the few heads are the mma's N = 8
+// (8 heads no longer pad to 16):
+//   scores:  S^T[token][head] = K . Q^T. K is the A operand exactly as stored
+//            ([token][dim] bytes, ldmatrix b16 view); q^T is the B operand,
+//            held in registers. Warp (mt, kq) = (warp % 2, warp / 2) covers
+//            tokens [16 mt, +16) and k-steps kq, kq + 4, ... (of 18 x 32 dims).
+//   values:  O^T[dim][head] = V^T . P^T. ldmatrix.trans of the stored rows gives
+//            each lane two tokens x two adjacent dims in a register; one byte
+//            permute per register turns two of them into an A operand (rows =
+//            dims 2g, 2g+1 of a 16-dim chunk, k = 4 tokens). P^T is the B
+//            operand, stored by the softmax in the matching token order.
+// q and P are split into two E4M3 terms each (hi = e4m3(x), lo = e4m3(x - hi))
+// that go through the same mma: the product then carries ~2^-8 relative error
+// instead of E4M3's 2^-4 (BF16 operands: 2^-9), and K/V are the exact stored
+// bytes. q is scaled per head by a power of two (exact to undo), P by 256
+// with each token's cache scale folded in (the softmax runs on
+// u = score + log2 scale, so every weight is <= 1 before the 256). Each tile's
+// P.V goes into a fresh accumulator that is added to the running output in
+// F32 (o = o * alpha + c), so the tensor cores never sum more than 64 products.
+// Two barriers per tile: QK of tile t+1 and P.V of tile t run between the
+// same pair (independent mma streams), the softmax of t+1 after the second.
+// Measured (H200, bench/attention/mla_decode_results.md): slower than the
+// fused kernel (149 vs 131 us at batch 64 x 8K, 8 heads), because ptxas runs
+// the E4M3 mma.sync on sm_90 as F2FP.F16.E4M3.UNPACK_B conversions + HMMA
+// (only wgmma has native FP8 on Hopper); opt-in (kFp8Mma), not kAuto's choice.
+namespace fp8mma {
+constexpr int kTile = fused::kTile;      // 32 tokens, same stages and scales as the fused kernel
+constexpr int kStages = fused::kStages;  // 5: tiles t, t+1 in use, t+2..t+4 in flight
+constexpr int kHeads = 16;
+constexpr int kKq = 4;
+constexpr int kKSteps = kMlaHeadDim / 32;  // 18
+constexpr int kKStepsPerWarp = (kKSteps + kKq - 1) / kKq;  // 5
+constexpr int kPartStride = kTile + 4;     // 36 floats: conflict-free partial stores
+constexpr float kPBoost = 256.f;           // P * 256 <= 256 < 448 (E4M3 max)
+constexpr int kOffPart = fused::kOffScale + kStages * kTile * 4;        // F32 [kq][16][36]
+constexpr int kOffP = kOffPart + kKq * kHeads * kPartStride * 4;        // E4M3 [2 buf][hi, lo][16][32]
+constexpr int kOffAlpha = kOffP + 2 * 2 * kHeads * kTile;               // F32 [2 buf][16]
+constexpr int kOffL = kOffAlpha + 2 * kHeads * 4;                       // F32 [16]
+constexpr int kOffQScale = kOffL + kHeads * 4;                          // F32 [16] 2^k, [16] 2^-k
+constexpr int kBytes = kOffQScale + 2 * kHeads * 4;
+static_assert(2 * (kBytes + 1024) <= 233472, "two CTAs must fit an SM's shared memory");
+}  // namespace fp8mma
+
+// Launches the FP8 tensor-core kernel (mla_decode_fp8mma.cu); one head group.
+cudaError_t launch_fp8mma(const Params& p, cudaStream_t stream);
+
+// ---- swapped-operand FP8 kernel (heads <= 16; mla_decode_swap.cu) ----------
+//
+// The FP8-MMA kernel's layout with BF16 operands: on sm_90 the E4M3 mma.sync
+// is no faster than BF16 (ptxas turns it into F16 conversions + HMMA), so the
+// operands are decoded in registers as in the fused kernel (3 integer ops per
+// two values, exact, times 2^-120), but with tokens / dims as M and the heads
+// as N = 8, so 8 heads no longer pad to 16 (half the HMMA of the fused kernel).
+//   scores:  S^T = K . Q^T with m16n8k16: one ldmatrix.x4 of the stored bytes
+//            gives a lane 4 bytes (dims 4 q4 .. +3) of rows g, g + 8 of two
+//            16-dim chunks; each word decodes into the k = (2 q4, 2 q4 + 1) and
+//            (8 + 2 q4, 9 + 2 q4) registers of one chunk's A operand, and q is
+//            loaded in that order (the dot product ignores the order of k).
+//   values:  O^T = V^T . P^T: ldmatrix.trans gives a lane two tokens x dims
+//            2 g, 2 g + 1; two byte selections make the dim-2g and dim-2g+1
+//            rows of the A operand. P (BF16, times the token scale and 2^64)
+//            is stored so that a lane's four B registers are one 16-byte load.
+// Pipeline, warp roles and barriers as in the FP8-MMA kernel; q, P and the
+// 2^-120 folding as in the fused kernel, so the numerics are the fused kernel's.
+// Measured (H200): slower than the fused kernel (137.5 vs 131.3 us at batch
+// 64 x 8K, 8 heads): HMMA is not what limits it (ncu: tensor pipe 23% busy in
+// the fused kernel), the decode's dependent integer ops are; opt-in (kFp8Swap).
+namespace swap {
+constexpr int kTile = fused::kTile;
+constexpr int kStages = fused::kStages;
+constexpr int kHeads = 16;
+constexpr int kKq = 4;
+constexpr int kKSteps = kMlaHeadDim / 32;                  // 18 steps of two 16-dim chunks
+constexpr int kKStepsPerWarp = (kKSteps + kKq - 1) / kKq;  // 5
+constexpr int kPartStride = kTile + 4;
+constexpr int kOffPart = fused::kOffScale + kStages * kTile * 4;  // F32 [kq][16][36]
+constexpr int kOffP = kOffPart + kKq * kHeads * kPartStride * 4;  // BF16 [2 buf][16][32]
+constexpr int kOffAlpha = kOffP + 2 * kHeads * kTile * 2;         // F32 [2 buf][16]
+constexpr int kOffL = kOffAlpha + 2 * kHeads * 4;                 // F32 [16]
+constexpr int kBytes = kOffL + kHeads * 4;
+static_assert(2 * (kBytes + 1024) <= 233472, "two CTAs must fit an SM's shared memory");
+}  // namespace swap
+
+// Launches the swapped-operand FP8 kernel (mla_decode_swap.cu); one head group.
+cudaError_t launch_swap(const Params& p, cudaStream_t stream);
+
 // Launches the FP8 fused kernel (mla_decode_fused.cu).
 cudaError_t launch_fused(const Params& p, int head_groups, cudaStream_t stream);
 

@@ -13,63 +13,8 @@ namespace mx::cuda::mla {
 namespace {
 
 
-// Chunk slot of 16-byte chunk `chunk` (0..35) of FP8 row `row`: XOR swizzle
-// inside each 8-chunk group of the values, inside the last 4 chunks (rope) by
-// row / 2.
-__device__ __forceinline__ int fp8_pos(int row, int chunk) {
-  return chunk < 32 ? (chunk & ~7) | ((chunk ^ row) & 7) : 32 | ((chunk ^ (row >> 1)) & 3);
-}
 // P tile [16 heads][32 tokens] BF16: 64-byte rows, chunk XOR row / 2.
 __device__ __forceinline__ int p_pos(int row, int chunk) { return row * 64 + (((chunk ^ (row >> 1)) & 3) << 4); }
-
-__device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(0u), "r"(sel));
-  return r;
-}
-// Two E4M3 bytes of x -> BF16x2 (the E4M3 value times 2^-120, as
-// fp8x4_to_bf16x4): SEL puts byte i in the low byte of a 16-bit half and its
-// sign, replicated, in the high byte (prmt's sign mode); a shift by 4 lines up
-// exponent and mantissa and carries the sign to bit 15; one mask keeps those.
-template <uint32_t SEL>
-__device__ __forceinline__ uint32_t fp8x2(uint32_t x) {
-  return (prmt(x, SEL) << 4) & 0x87f087f0u;
-}
-constexpr uint32_t kBytes01 = 0x9180, kBytes23 = 0xB3A2, kBytes02 = 0xA280, kBytes13 = 0xB391;
-
-// Cache slot (block * block_size + offset) of this thread's row of tile `tile`
-// (0 past the context), looked up one tile ahead of its copy. A slot fits 32
-// bits: 2^32 rows of 576 bytes would be 2.5 TB of cache.
-__device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_t* table, int ctx, int tile) {
-  const int token = tile * fused::kTile + (threadIdx.x >> 3);
-  if (token >= ctx) return 0;
-  int blk, off;
-  if (p.block_shift >= 0) {
-    blk = token >> p.block_shift, off = token & ((1 << p.block_shift) - 1);
-  } else {
-    blk = token / p.block_size, off = token - blk * p.block_size;
-  }
-  return uint32_t(__ldg(table + blk)) * uint32_t(p.block_size) + uint32_t(off);
-}
-
-// Tile `tile` (32 tokens) into stage `st`: thread (row = tid / 8, sub = tid % 8)
-// copies chunks sub, sub + 8, ... of one row. Chunk sub + 8j (j < 4) sits at
-// slot 8j + (sub ^ row) % 8 (fp8_pos), so one per-thread offset plus
-// immediates addresses all of them; chunk 32 + sub (sub < 4) at 32 + (sub ^ row/2) % 4.
-__device__ __forceinline__ void fused_load_tile(const Params& p, uint32_t slot, int ctx, int tile, uint8_t* smem, int st) {
-  const int row = threadIdx.x >> 3, sub = threadIdx.x & 7;
-  const bool valid = tile * fused::kTile + row < ctx;
-  const uint8_t* src = valid ? p.kv + size_t(slot) * kRowFp8 + sub * 16 : p.kv;
-  const uint32_t dst = smem_addr(smem + st * fused::kStageBytes + row * kRowFp8);
-  const uint32_t body = dst + (((sub ^ row) & 7) << 4);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) cp_async16(body + 128 * j, valid ? src + 128 * j : src, valid);
-  if (sub < 4) cp_async16(dst + ((32 | ((sub ^ (row >> 1)) & 3)) << 4), valid ? src + 512 : src, valid);
-  if (sub == 0) {
-    float* scale = reinterpret_cast<float*>(smem + fused::kOffScale) + st * fused::kTile + row;
-    cp_async4(smem_addr(scale), valid ? p.k_scale + slot : p.k_scale, valid);
-  }
-}
 
 __global__ void __launch_bounds__(kThreads, 2) mla_decode_fp8_fused_kernel(const Params p) {
   using fused::kHeads, fused::kKq, fused::kOffAlpha, fused::kOffL, fused::kOffP, fused::kOffPart, fused::kOffScale,
