@@ -100,6 +100,31 @@ int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dty
   return blocks;
 }
 
+// A device backend uploads weights at their first use (cuda/backend/cuda_ops.h).
+// One forward pass of a full step (--max-num-batched-tokens tokens, one
+// sequence, over a temporary KV cache) before the KV cache is sized puts every
+// weight on the device and runs the step's activations once, so the
+// --gpu-memory-utilization budget is taken from what is really left and the
+// first request does not pay for the uploads (vLLM's profile run does the same).
+void warm_up_device(CausalLM& model, const ServeOptions& o, KvCacheDtype dtype, int64_t block) {
+  if (o.device == "cpu") return;
+  const int64_t context = model.config().max_position_embeddings;
+  const int64_t tokens = std::max<int64_t>(1, context > 0 ? std::min(o.max_num_batched_tokens, context) : o.max_num_batched_tokens);
+  const int64_t blocks = (tokens + block - 1) / block;
+  const auto t0 = std::chrono::steady_clock::now();
+  model.allocate_kv_cache(blocks, block, dtype);
+  ForwardBatch batch;
+  batch.token_ids.assign(size_t(tokens), 0);
+  for (int64_t i = 0; i < tokens; ++i) batch.positions.push_back(int32_t(i));
+  SequenceSlice seq;
+  seq.num_new_tokens = tokens;
+  for (int64_t b = 0; b < blocks; ++b) seq.block_table.push_back(int32_t(b));
+  batch.seqs.push_back(std::move(seq));
+  model.forward(batch);
+  log::info("warm-up: one forward pass of {} tokens put the weights on the device ({:.1f} s)", tokens,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 // --device and the sampler's device must exist in this binary; said before the
 // port is bound, so a CPU-only build answers at once.
 void check_devices(const ServeOptions& o) {
@@ -230,6 +255,7 @@ void serve(const ServeOptions& o) {
   load.dummy_seed = o.dummy_seed;
   load.on_parallel_failure = on_parallel_failure;
   auto model = load_causal_lm(path, load);
+  warm_up_device(*model, o, kv_dtype, block_size(o));
   if (o.debug_fail_forward_at_step > 0) {
     log::warn("--debug-fail-forward-at-step {}: forward step {} will fail (a testing flag)", o.debug_fail_forward_at_step,
               o.debug_fail_forward_at_step);
