@@ -33,7 +33,7 @@ struct ServeOptions {
   std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
   int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64, http_read_timeout_s = 60;
   bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false, allow_long_max_model_len = false;
-  int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, max_model_len = 0, block_size = 0, num_kv_blocks = 0;
+  int64_t max_num_seqs = 256, max_num_batched_tokens = 0, max_model_len = 0, block_size = 0, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
   int64_t debug_fail_forward_at_step = 0;  // testing only (cli/debug_faulty_model.h)
   double kv_cache_memory_gib = 0;     // 0: 1 GiB on cpu; on cuda, --gpu-memory-utilization decides
@@ -100,6 +100,14 @@ int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dty
   return blocks;
 }
 
+// Tokens per step: --max-num-batched-tokens, else 8192 on a GPU (vLLM's default
+// for its server on large GPUs: prefill chunks big enough to keep the tensor
+// cores busy; a full-width Kimi-K2.5 MoE layer ran at ~100 TFLOP/s on 2,048-token
+// chunks, bench/gpu/2026-11-30-kimi) and 2048 on the CPU.
+int64_t batched_tokens(const ServeOptions& o) {
+  return o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens : o.device == "cpu" ? 2048 : 8192;
+}
+
 // A device backend uploads weights at their first use (cuda/backend/cuda_ops.h).
 // One forward pass of a full step (--max-num-batched-tokens tokens, one
 // sequence, over a temporary KV cache) before the KV cache is sized puts every
@@ -109,7 +117,7 @@ int64_t kv_blocks(const ServeOptions& o, const CausalLM& model, KvCacheDtype dty
 void warm_up_device(CausalLM& model, const ServeOptions& o, KvCacheDtype dtype, int64_t block) {
   if (o.device == "cpu") return;
   const int64_t context = model.config().max_position_embeddings;
-  const int64_t tokens = std::max<int64_t>(1, context > 0 ? std::min(o.max_num_batched_tokens, context) : o.max_num_batched_tokens);
+  const int64_t tokens = std::max<int64_t>(1, context > 0 ? std::min(batched_tokens(o), context) : batched_tokens(o));
   const int64_t blocks = (tokens + block - 1) / block;
   const auto t0 = std::chrono::steady_clock::now();
   model.allocate_kv_cache(blocks, block, dtype);
@@ -267,7 +275,7 @@ void serve(const ServeOptions& o) {
 
   EngineConfig ec;
   ec.max_num_seqs = o.max_num_seqs;
-  ec.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.max_num_batched_tokens = batched_tokens(o);
   ec.block_size = block_size(o);
   ec.num_kv_blocks = kv_blocks(o, *model, kv_dtype, ec.block_size, load.device_index);
   ec.max_model_len = max_model_len(o, model->config(), ec.num_kv_blocks * ec.block_size);
@@ -315,8 +323,9 @@ Register reg([](CLI::App& app) {
   cmd->allow_extras();  // CLI11 2.1 refuses the two-letter short name -tp: it is read from the extras
   cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (= bf16), bf16, fp8 (e4m3, a scale per token) or f32 (reference)")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences running at once")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens computed per step (prefill chunks + decodes)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
+                  "tokens computed per step (prefill chunks + decodes); default 8192 on a GPU, 2048 on the cpu")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-model-len", o->max_model_len, "prompt + output tokens per sequence (default: the model's context, "
                   "capped by the KV cache)")->check(CLI::PositiveNumber);
   cmd->add_flag("--allow-long-max-model-len", o->allow_long_max_model_len,
