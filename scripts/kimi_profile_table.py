@@ -108,7 +108,7 @@ def main():
     print("Model (see the script's docstring): MoE and the sharded attention projections scale with their bytes "
           f"per GPU ({a.tp}/8 of the measured); the MLA attention kernel (replicated latent KV), the replicated "
           "projections (q_a, kv_a), all-reduce, norms and the head are kept as measured.\n")
-    print("| step kind | seqs/step | est. step ms (61 layers) | est. TPOT ms | est. output tok/s |")
+    print("| step kind | seqs/step | est. decode step ms (61 layers) | est. TPOT ms if no prefill interleaves | est. decode output tok/s |")
     print("|---|---|---|---|---|")
     scale = a.tp / 8
     for kind, (k, g, gaps) in summary.items():
@@ -122,6 +122,19 @@ def main():
         dense = g["dense MLP"] * scale
         step = g["head"] + dense + 61 * per_layer + 60 * per_moe_layer + gaps * 61 / L
         print(f"| {kind} | {k['seqs']:.1f} | {step:.2f} | {step:.2f} | {k['seqs'] * 1000 / step:.0f} |")
+    if "prefill/mixed" in summary:
+        k, g, gaps = summary["prefill/mixed"]
+        # Prefill is compute-bound: every group but the head and the all-reduce
+        # splits over the ranks (attention by heads; q_a/kv_a are replicated but
+        # small), so per-GPU time scales with T/8.
+        per_layer = ((g["attention"] + g["all-reduce"] / scale + g["norms/other"]) * scale + gaps) / L
+        per_moe_layer = g["MoE"] * scale / moe_layers
+        step = g["head"] + g["dense MLP"] * scale + 61 * per_layer + 60 * per_moe_layer
+        per_token = step / k["tokens"]
+        print(f"\nPrefill/mixed steps ({k['tokens']:.0f} new tokens per step measured): est. {step:.1f} ms per step "
+              f"at 61 layers and TP=8, {per_token * 1000:.1f} us per prompt token, i.e. ~{1000 / per_token:,.0f} prompt "
+              f"tokens/s and ~{10240 * per_token / 1000:.2f} s for one 10,240-token prompt alone (same scaling "
+              "model; all-reduce kept as measured).")
     return 0
 
 
