@@ -434,19 +434,14 @@ MlaDecodeKernel resolve_kernel(const MlaDecodeShape& s, MlaDecodeKernel k) {
   // Measured on an H200 (bench/attention/mla_decode_results.md, 2026-11-30):
   // the fused FP8 kernel wins from batch 32 (8K context, 8/16 heads: 54.6% vs
   // 38.5% of copy bandwidth at batch 64) and ties at batch 8; at batch 1 the
-  // tiled kernel's finer splits win (40 vs 71 us). The two other FP8 kernels
-  // are slower than the fused one at every measured shape (batch 64 x 8K, 8 /
-  // 16 heads: kFp8Mma 149.1 / 225.0 us, kFp8Swap 137.5 / 157.7 us, fused
-  // 131.3 / 134.4 us; sm_90 runs the E4M3 mma.sync as F16 conversions + HMMA),
-  // so they run only when asked for.
+  // tiled kernel's finer splits win (40 vs 71 us). Two other FP8 kernels for
+  // <= 16 heads (E4M3 mma.sync; BF16 with heads as the mma's N) were slower at
+  // every measured shape and were removed (docs/mla-decode.md).
   if (k == MlaDecodeKernel::kAuto)
     return fp8_small && s.batch >= 8 ? MlaDecodeKernel::kFp8Fused : MlaDecodeKernel::kTiled;
-  const bool fp8_kernel =
-      k == MlaDecodeKernel::kFp8Fused || k == MlaDecodeKernel::kFp8Mma || k == MlaDecodeKernel::kFp8Swap;
-  if (fp8_kernel && !fp8_small)
-    fail_input("mla_decode: the {} kernel needs an FP8 cache and at most {} heads (got {} heads)",
-               k == MlaDecodeKernel::kFp8Fused ? "fused" : k == MlaDecodeKernel::kFp8Mma ? "FP8-MMA" : "swapped FP8",
-               fused::kHeads, s.heads);
+  if (k == MlaDecodeKernel::kFp8Fused && !fp8_small)
+    fail_input("mla_decode: the fused kernel needs an FP8 cache and at most {} heads (got {} heads)", fused::kHeads,
+               s.heads);
   return k;
 }
 
@@ -459,9 +454,8 @@ int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms) {
 int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms, MlaDecodeKernel kernel) {
   check_shape(shape);
   const MlaDecodeKernel resolved = resolve_kernel(shape, kernel);
-  // The fused, FP8-MMA and swapped kernels: 32-token tiles, two CTAs per SM.
-  const bool fused_kernel = resolved == MlaDecodeKernel::kFp8Fused || resolved == MlaDecodeKernel::kFp8Mma ||
-                            resolved == MlaDecodeKernel::kFp8Swap;
+  // The fused kernel: 32-token tiles, two CTAs per SM.
+  const bool fused_kernel = resolved == MlaDecodeKernel::kFp8Fused;
   const int tile = fused_kernel ? fused::kTile : kTile;
   const long slots = long(std::max(num_sms, 1)) * (fused_kernel ? 2 : 1);  // CTAs resident at once
   const double fixed = fused_kernel ? 2.0 : 1.0;                          // ~64 tokens' worth, in tiles
@@ -518,11 +512,9 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
     p.ws_lse = p.ws_o + size_t(splits) * s.batch * s.heads * kMlaValueDim;
   }
   const int head_groups = (s.heads + heads_per_cta(s.heads) - 1) / heads_per_cta(s.heads);
-  cudaError_t err = kernel == MlaDecodeKernel::kFp8Swap    ? launch_swap(p, stream)
-                    : kernel == MlaDecodeKernel::kFp8Mma   ? launch_fp8mma(p, stream)
-                    : kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
-                    : fp8                                  ? launch_for_heads<true>(p, head_groups, stream)
-                                                           : launch_for_heads<false>(p, head_groups, stream);
+  cudaError_t err = kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
+                    : fp8                                ? launch_for_heads<true>(p, head_groups, stream)
+                                                         : launch_for_heads<false>(p, head_groups, stream);
   if (err != cudaSuccess || splits == 1) return err;
   mla_combine_kernel<<<dim3(s.heads, s.batch), 128, 0, stream>>>(p);
   return cudaGetLastError();
