@@ -1,0 +1,177 @@
+#include "dist/tcp_channel.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace mx {
+
+namespace {
+
+// Frames past this are a corrupt stream or another program on the port.
+constexpr uint64_t kMaxPayload = uint64_t(1) << 36;
+
+std::string os_error(int err) { return std::strerror(err); }
+
+void set_no_delay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // fails harmlessly on a socketpair
+}
+
+}  // namespace
+
+TcpChannel::TcpChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) { set_no_delay(fd_); }
+
+TcpChannel::~TcpChannel() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TcpChannel::write_all(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    // MSG_NOSIGNAL: a peer that went away is an error here, not SIGPIPE.
+    const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw ChannelClosed(fmt::format("lost the connection to {} (send: {})", peer_, os_error(errno)));
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+void TcpChannel::read_all(void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::recv(fd_, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) throw ChannelClosed(fmt::format("lost the connection to {} (closed)", peer_));
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      throw ChannelClosed(fmt::format("no answer from {} in time", peer_));
+    if (r < 0) throw ChannelClosed(fmt::format("lost the connection to {} ({})", peer_, os_error(errno)));
+    p += r;
+    n -= size_t(r);
+  }
+}
+
+void TcpChannel::send(uint32_t tag, std::string_view head, const void* body, size_t n) {
+  char header[12];
+  const uint64_t length = head.size() + n;
+  std::memcpy(header, &tag, 4);
+  std::memcpy(header + 4, &length, 8);
+  write_all(header, sizeof(header));
+  write_all(head.data(), head.size());
+  if (n) write_all(body, n);
+}
+
+Frame TcpChannel::receive() {
+  char header[12];
+  read_all(header, sizeof(header));
+  Frame f;
+  uint64_t length = 0;
+  std::memcpy(&f.tag, header, 4);
+  std::memcpy(&length, header + 4, 8);
+  if (length > kMaxPayload) throw ChannelClosed(fmt::format("{} sent a frame of {} bytes: not an mxserve peer?", peer_, length));
+  f.payload.resize(size_t(length));
+  read_all(f.payload.data(), f.payload.size());
+  return f;
+}
+
+std::string TcpChannel::receive_expect(uint32_t expected, const char* what) {
+  Frame f = receive();
+  if (f.tag == kErrorTag) throw Error(f.payload);
+  if (f.tag != expected) fail("{}: expected {} (tag {:#x}), got tag {:#x}", peer_, what, expected, f.tag);
+  return std::move(f.payload);
+}
+
+void TcpChannel::shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
+void TcpChannel::set_receive_timeout(double seconds) {
+  timeval tv{};
+  tv.tv_sec = time_t(seconds);
+  tv.tv_usec = suseconds_t((seconds - double(tv.tv_sec)) * 1e6);
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+std::unique_ptr<TcpChannel> connect_tcp(const std::string& host, int port, double timeout_s, const std::string& peer) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string last_error;
+  for (;;) {
+    addrinfo* found = nullptr;
+    const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    if (rc != 0) fail_input("cannot resolve {} ({}): {}", host, peer, gai_strerror(rc));
+    for (addrinfo* a = found; a; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        freeaddrinfo(found);
+        return std::make_unique<TcpChannel>(fd, peer);
+      }
+      last_error = os_error(errno);
+      ::close(fd);
+    }
+    freeaddrinfo(found);
+    if (Clock::now() >= deadline)
+      fail("could not connect to {} at {}:{} within {} s ({})", peer, host, port, timeout_s, last_error);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+TcpListener::TcpListener(int port) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) fail("socket: {}", os_error(errno));
+  int one = 1;
+  setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(uint16_t(port));
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd_, 128) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    fail_input("cannot listen on port {} for the other nodes: {}", port, os_error(err));
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+}
+
+TcpListener::~TcpListener() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::unique_ptr<TcpChannel> TcpListener::accept(double timeout_s) {
+  pollfd p{fd_, POLLIN, 0};
+  const int ready = ::poll(&p, 1, int(timeout_s * 1000));
+  if (ready < 0 && errno != EINTR) fail("poll on the bootstrap port: {}", os_error(errno));
+  if (ready <= 0) return nullptr;
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+  if (fd < 0) return nullptr;  // the peer left before we took it; the caller keeps waiting
+  char host[NI_MAXHOST] = "?";
+  getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+  return std::make_unique<TcpChannel>(fd, fmt::format("a peer at {}", host));
+}
+
+std::pair<std::unique_ptr<TcpChannel>, std::unique_ptr<TcpChannel>> channel_pair(const std::string& peer_a,
+                                                                                 const std::string& peer_b) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) fail("socketpair: {}", os_error(errno));
+  // Each end is named after the peer it talks to.
+  return {std::make_unique<TcpChannel>(fds[0], peer_b), std::make_unique<TcpChannel>(fds[1], peer_a)};
+}
+
+}  // namespace mx
