@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "model/causal_lm.h"
 #include "model/default_model.h"
+#include "model/parallel_causal_lm.h"
 #include "ops/backend_registry.h"
 #include "server/model_files.h"
 #include "server/openai_server.h"
@@ -47,6 +48,7 @@ struct ServeOptions {
   uint64_t dummy_seed = 0;
   int nnodes = 1, node_rank = 0, master_port = 29500;
   std::string master_addr = "127.0.0.1";
+  double node_timeout_s = 300;
 };
 
 // Set when a tensor-parallel rank failed: the server drains and exits 1 with it.
@@ -231,11 +233,43 @@ void drain(OpenAIServer& server, Engine& engine, const sigset_t& signals, double
   log::info("drained in {:.2f} s; exiting", std::chrono::duration<double>(Clock::now() - start).count());
 }
 
+LoadOptions load_options(const ServeOptions& o) {
+  LoadOptions load;
+  load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
+  load.num_threads = o.threads;
+  load.device = o.device;
+  o.backend.apply(load);
+  load.tensor_parallel_size = o.tensor_parallel_size;
+  load.expert_parallel = o.enable_expert_parallel;
+  load.load_format = o.load_format;
+  load.dummy_seed = o.dummy_seed;
+  load.on_parallel_failure = on_parallel_failure;
+  return load;
+}
+
+// --nnodes K > 1 (docs/parallel.md, "Multi-node"): node 0 serves; the others
+// run no HTTP server, only their ranks, following node 0's commands.
+MultiNodeOptions multinode(const ServeOptions& o) {
+  if (o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)
+    fail_input("--node-rank {} --nnodes {}: the node rank must be in [0, --nnodes)", o.node_rank, o.nnodes);
+  if (o.nnodes > 1 && o.tensor_parallel_size % o.nnodes != 0)
+    fail_input("-tp {} over --nnodes {}: every node runs the same number of ranks, so -tp must be a multiple of "
+               "--nnodes", o.tensor_parallel_size, o.nnodes);
+  return MultiNodeOptions{o.nnodes, o.node_rank, o.master_addr, o.master_port, o.node_timeout_s};
+}
+
+void serve_worker_node(const ServeOptions& o) {
+  check_devices(o);
+  log::info("node {} of {}: ranks {}..{} of {}; node 0 at {}:{} serves the requests", o.node_rank, o.nnodes,
+            o.node_rank * (o.tensor_parallel_size / o.nnodes), (o.node_rank + 1) * (o.tensor_parallel_size / o.nnodes) - 1,
+            o.tensor_parallel_size, o.master_addr, o.master_port);
+  run_worker_node(resolve_model_path(o.model), load_options(o), multinode(o));
+}
+
 void serve(const ServeOptions& o) {
   if (o.tensor_parallel_size < 1) fail_input("--tensor-parallel-size {}: must be at least 1", o.tensor_parallel_size);
-  if (o.nnodes != 1 || o.node_rank != 0)
-    fail_input("--nnodes {} --node-rank {}: serving across nodes is designed (docs/parallel.md) but not implemented "
-               "yet; this build runs every rank on this machine", o.nnodes, o.node_rank);
+  const MultiNodeOptions nodes = multinode(o);
+  if (o.node_rank > 0) return serve_worker_node(o);
   const KvCacheDtype kv_dtype = parse_kv_dtype(o.kv_cache_dtype);
   check_devices(o);
   // Signals are taken by sigwait below; block them before any thread starts.
@@ -252,17 +286,8 @@ void serve(const ServeOptions& o) {
   log::info("listening on http://{}:{} (loading the model; /health answers 503 until ready)", o.host, port);
 
   const std::filesystem::path path = resolve_model_path(o.model);
-  LoadOptions load;
-  load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
-  load.num_threads = o.threads;
-  load.device = o.device;
-  o.backend.apply(load);
-  load.tensor_parallel_size = o.tensor_parallel_size;
-  load.expert_parallel = o.enable_expert_parallel;
-  load.load_format = o.load_format;
-  load.dummy_seed = o.dummy_seed;
-  load.on_parallel_failure = on_parallel_failure;
-  auto model = load_causal_lm(path, load);
+  const LoadOptions load = load_options(o);
+  auto model = o.nnodes > 1 ? load_multinode_causal_lm(path, load, nodes) : load_causal_lm(path, load);
   warm_up_device(*model, o, kv_dtype, block_size(o));
   if (o.debug_fail_forward_at_step > 0) {
     log::warn("--debug-fail-forward-at-step {}: forward step {} will fail (a testing flag)", o.debug_fail_forward_at_step,
@@ -316,10 +341,16 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--load-format", o->load_format, "auto: the checkpoint's weights; dummy: random weights of the "
                   "config's shapes and formats (no weight files needed)")->capture_default_str();
   cmd->add_option("--dummy-seed", o->dummy_seed, "seed of --load-format dummy weights")->capture_default_str();
-  cmd->add_option("--nnodes", o->nnodes, "nodes serving together (only 1 in this build)")->capture_default_str();
-  cmd->add_option("--node-rank", o->node_rank, "this node's index (only 0 in this build)")->capture_default_str();
-  cmd->add_option("--master-addr", o->master_addr, "rank 0's address for a multi-node bootstrap (reserved)");
-  cmd->add_option("--master-port", o->master_port, "rank 0's port for a multi-node bootstrap (reserved)");
+  cmd->add_option("--nnodes", o->nnodes, "nodes (processes) sharing the -tp ranks, -tp/nnodes each "
+                  "(docs/parallel.md)")->capture_default_str();
+  cmd->add_option("--node-rank", o->node_rank, "this node's index: 0 serves HTTP and schedules; 1.. run their "
+                  "ranks for node 0")->capture_default_str();
+  cmd->add_option("--master-addr", o->master_addr, "node 0's address (the other nodes connect to it)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", o->master_port, "node 0's TCP port for the other nodes (it listens on every "
+                  "interface)")->capture_default_str();
+  cmd->add_option("--node-timeout", o->node_timeout_s, "seconds the nodes wait for each other at startup")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->allow_extras();  // CLI11 2.1 refuses the two-letter short name -tp: it is read from the extras
   cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (= bf16), bf16, fp8 (e4m3, a scale per token) or f32 (reference)")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences running at once")->check(CLI::PositiveNumber)->capture_default_str();
