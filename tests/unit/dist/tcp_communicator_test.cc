@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
@@ -132,43 +133,69 @@ TEST(TcpCommunicator, MismatchedShapesAreAnErrorOnEveryRank) {
   for (const auto& e : errors) EXPECT_NE(e.find("rank 2 passed f32[1, 3]"), std::string::npos) << e;
 }
 
+// Runs fn on a detached thread: false when it is still running after
+// `seconds`. fn must own what it uses (shared_ptr): a hung fn is left behind,
+// so a broken communicator fails the test instead of hanging the binary.
+bool finishes_within(double seconds, std::function<void()> fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  std::thread([fn = std::move(fn), done] {
+    fn();
+    done->set_value();
+  }).detach();
+  return finished.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
+}
+
+struct Shared {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::string> errors = std::vector<std::string>(3);
+};
+
 TEST(TcpCommunicator, APeerThatDisconnectsMakesTheOthersThrow) {
-  auto comms = loopback_group(3);
-  std::vector<std::string> errors(3);
-  comms[2].reset();  // rank 2's process died: its socket closes
-  std::vector<std::future<void>> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back(std::async(std::launch::async, [&, r] {
+  auto g = std::make_shared<Shared>();
+  g->comms = loopback_group(3);
+  g->comms[2].reset();  // rank 2's process died: its socket closes
+  auto rank = [g](int r) {
+    return [g, r] {
       Tensor x = Tensor::from_f32({1, 2}, {1, 2});
       try {
-        comms[size_t(r)]->all_reduce_sum(x);
+        g->comms[size_t(r)]->all_reduce_sum(x);
       } catch (const ChannelClosed& e) {
-        errors[size_t(r)] = e.what();
-        comms[size_t(r)]->abort(e.what());  // as RankWorkers' failure hook does
+        g->errors[size_t(r)] = e.what();
+        g->comms[size_t(r)]->abort(e.what());  // as RankWorkers' failure hook does
       }
-    }));
-  for (auto& f : ranks) ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "a rank hung";
-  EXPECT_NE(errors[0].find("rank 2"), std::string::npos) << errors[0];
-  EXPECT_FALSE(errors[1].empty());  // rank 0 gave up: rank 1 sees its connection close
+    };
+  };
+  std::thread rank1(rank(1));
+  rank1.detach();
+  ASSERT_TRUE(finishes_within(10, rank(0))) << "rank 0 hung";
+  ASSERT_TRUE(finishes_within(10, [g] {
+    while (g->errors[1].empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  })) << "rank 1 hung after rank 0 gave up";
+  EXPECT_NE(g->errors[0].find("rank 2"), std::string::npos) << g->errors[0];
 }
 
 TEST(TcpCommunicator, AbortWakesARankBlockedInACollective) {
-  auto comms = loopback_group(2);
-  auto blocked = std::async(std::launch::async, [&] {
+  auto g = std::make_shared<Shared>();
+  g->comms = loopback_group(2);
+  std::thread blocked([g] {
     Tensor x = Tensor::from_f32({1}, {1, 1});
     try {
-      comms[1]->all_reduce_sum(x);  // rank 0 never comes
+      g->comms[1]->all_reduce_sum(x);  // rank 0 never comes
+      g->errors[1] = "returned";
     } catch (const ChannelClosed& e) {
-      return std::string(e.what());
+      g->errors[1] = e.what();
     }
-    return std::string("returned");
   });
+  blocked.detach();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  comms[1]->abort("rank 1's device failed");
-  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "abort did not wake the rank";
-  EXPECT_EQ(blocked.get(), "parallel group stopped: rank 1's device failed");
+  g->comms[1]->abort("rank 1's device failed");
+  ASSERT_TRUE(finishes_within(5, [g] {
+    while (g->errors[1].empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  })) << "abort did not wake the rank";
+  EXPECT_EQ(g->errors[1], "parallel group stopped: rank 1's device failed");
   Tensor y = Tensor::from_f32({1}, {1, 1});
-  EXPECT_THROW(comms[0]->all_reduce_sum(y), ChannelClosed);  // rank 0 sees rank 1 gone
+  EXPECT_THROW(g->comms[0]->all_reduce_sum(y), ChannelClosed);  // rank 0 sees rank 1 gone
 }
 
 }  // namespace
