@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/per_device_once.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/moe_tiles.cuh"
 #include "cuda/mxfp4_tiled.cuh"
@@ -104,12 +105,11 @@ void allow_tiled_smem(Kernel* kernel) {
 template <bool kBig>
 void launch_prefill(const MoeWeights& w, const uint16_t* x, int T, int topk, const float* topk_weights,
                     float* out, const MoeScratch& s, cudaStream_t stream) {
-  static const bool attrs_set = [] {
+  static PerDeviceOnce smem_attributes;
+  smem_attributes([] {
     allow_tiled_smem(gate_up_tiled_kernel<kBig>);
     allow_tiled_smem(down_tiled_kernel<kBig>);
-    return true;
-  }();
-  (void)attrs_set;
+  });
   const int H = w.hidden, I = w.intermediate;
   const unsigned tiles = unsigned(moe_max_tiles(T * topk, w.experts));
   gate_up_tiled_kernel<kBig><<<dim3(unsigned(2 * I / dev::kTiledRows), tiles), dev::kTiledThreads,

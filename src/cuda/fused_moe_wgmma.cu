@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/per_device_once.h"
 #include "cuda/moe_tiles.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_internal.h"
@@ -179,14 +180,13 @@ __global__ void __launch_bounds__(kWgThreads, 2)
 template <bool kBig>
 void launch_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                   const float* topk_weights, float* out, const MoeScratch& s, cudaStream_t stream) {
-  static const bool attrs_set = [] {
+  static PerDeviceOnce smem_attributes;
+  smem_attributes([] {
     MX_CUDA_CHECK(cudaFuncSetAttribute(moe_wgmma_kernel<kBig, true>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem));
     MX_CUDA_CHECK(cudaFuncSetAttribute(moe_wgmma_kernel<kBig, false>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem));
-    return true;
-  }();
-  (void)attrs_set;
+  });
   const int H = w.hidden, I = w.intermediate;
   const int64_t words = int64_t(T) * H / 2;
   permute_kernel<<<unsigned((words + 255) / 256), 256, 0, stream>>>(

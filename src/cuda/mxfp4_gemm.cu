@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
@@ -91,11 +92,8 @@ void launch_dense_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, 
   constexpr int kSmem = kWarps * kRegion;
   auto* kernel = dense_gemm_kernel<NT, kSpc, kKs, kBig, kDepth>;
   if constexpr (kSmem > 48 * 1024) {
-    static const bool attr_set = [&] {
-      MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-      return true;
-    }();
-    (void)attr_set;
+    static PerDeviceOnce smem_attribute;
+    smem_attribute([&] { MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)); });
   }
   const int N = int(w.rows), K = int(w.cols);
   kernel<<<unsigned(N / kStripRows / kSpc), kWarps * 32, kSmem, stream>>>(w.codes, w.scales, x, M, N, K, y);

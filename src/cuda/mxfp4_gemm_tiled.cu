@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/per_device_once.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_tiled.cuh"
 
@@ -105,12 +106,11 @@ template <bool kBig>
 void launch_tiled(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                   cudaStream_t stream, int splits) {
   auto* kernel = dense_tiled_kernel<kBig>;
-  static const bool attr_set = [&] {
+  static PerDeviceOnce smem_attribute;
+  smem_attribute([&] {
     MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        dev::kTiledSmemBytes));
-    return true;
-  }();
-  (void)attr_set;
+  });
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(w.rows / dev::kTiledRows),
                      unsigned((M + dev::kTiledTokens - 1) / dev::kTiledTokens), unsigned(splits));

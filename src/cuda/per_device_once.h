@@ -1,0 +1,37 @@
+// Runs a setup step once per GPU. Kernel attributes set with
+// cudaFuncSetAttribute (e.g. more than 48 KB of dynamic shared memory) hold
+// for the device that was current when they were set; a process-wide "once"
+// leaves every other GPU of a tensor-parallel group without them, and the
+// first launch there fails with "invalid argument" (found by a TP=2 prefill).
+// Keep one instance per call site (a function-local static).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "cuda/cuda_check.h"
+
+namespace mx::cuda {
+
+class PerDeviceOnce {
+ public:
+  template <class F>
+  void operator()(F&& setup) {
+    int device = 0;
+    MX_CUDA_CHECK(cudaGetDevice(&device));
+    const uint64_t bit = uint64_t(1) << (device & 63);
+    if (done_.load(std::memory_order_acquire) & bit) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_.load(std::memory_order_relaxed) & bit) return;
+    setup();
+    done_.fetch_or(bit, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<uint64_t> done_{0};
+  std::mutex mutex_;
+};
+
+}  // namespace mx::cuda
