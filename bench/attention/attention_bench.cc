@@ -3,7 +3,8 @@
 //             decode attention is measured against;
 //   prefill   causal attention TFLOP/s: a paged 8K-token prefill (Llama GQA,
 //             32 q / 8 KV heads of 128, BF16 cache) and the dense MLA expanded
-//             form (64 heads, q/k 192, v 128, F32 inputs) of 8K tokens;
+//             form (64 heads, q/k 192, v 128, F32 inputs) of 8K tokens, and
+//             of one 2K chunk against a 6K cached prefix;
 //   decode    GQA decode (32 q / 8 KV heads of 128) over BF16 and FP8 caches,
 //             and MLA absorbed decode (64 heads over the 576-wide latent) on
 //             the CUDA-core kernel, as bytes of cache read / time, and that
@@ -11,7 +12,8 @@
 // Inputs are random (never zeros); caches are far larger than the 60 MB L2
 // except where noted. Each figure is the median of 7 timings of 10 back-to-back
 // calls (CUDA events). Prints a markdown table last.
-//   attention_bench [--kernel auto|generic|tensor-core]
+//   attention_bench [--kernel auto|generic|tensor-core] [--cases all|prefill|decode]
+// (--cases prefill: the prefill rows alone, without the copy and decode rows).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -169,6 +171,15 @@ void bench_prefill(cuda::CudaAttention& att, std::vector<Row>& rows) {
     const double flops = 2.0 * h * double(dk + dv) * causal_pairs(0, n);
     rows.push_back({"prefill MLA expanded", "8192 tok, 64 heads, qk192 v128, f32 in", us, flops / (us * 1e6), "TFLOP/s", 0});
   }
+  {  // The same as one 2,048-token chunk of chunked prefill against 6,144 cached tokens.
+    const int64_t fresh = 2048, cached = 6144, h = 64, dk = 192, dv = 128;
+    Tensor q = random_device({fresh, h, dk}), k = random_device({cached + fresh, h, dk}),
+           v = random_device({cached + fresh, h, dv});
+    const double us = median_us([&] { att.attention(q, k, v, 0.072f); }, 3, 5);
+    const double flops = 2.0 * h * double(dk + dv) * causal_pairs(cached, fresh);
+    rows.push_back({"prefill MLA expanded, chunk", "2048 new + 6144 cached, 64 heads, qk192 v128, f32 in", us,
+                    flops / (us * 1e6), "TFLOP/s", 0});
+  }
 }
 
 void bench_decode(cuda::CudaAttention& att, double copy_gbs, std::vector<Row>& rows) {
@@ -204,11 +215,18 @@ void bench_decode(cuda::CudaAttention& att, double copy_gbs, std::vector<Row>& r
 int main(int argc, char** argv) {
   using namespace mx;
   cuda::AttentionKernel kernel = cuda::AttentionKernel::Auto;
+  bool run_prefill = true, run_decode = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
       kernel = cuda::parse_attention_kernel(argv[++i]);
+    } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "prefill") == 0) {
+      run_decode = false, ++i;
+    } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "decode") == 0) {
+      run_prefill = false, ++i;
+    } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "all") == 0) {
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--kernel auto|generic|tensor-core]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--kernel auto|generic|tensor-core] [--cases all|prefill|decode]\n", argv[0]);
       return 2;
     }
   }
@@ -219,9 +237,8 @@ int main(int argc, char** argv) {
     cuda::CudaAttention att(stream, false);
     att.set_kernel(kernel);
     std::vector<Row> rows;
-    const double copy = copy_bandwidth_gbs(rows);
-    bench_prefill(att, rows);
-    bench_decode(att, copy, rows);
+    if (run_prefill) bench_prefill(att, rows);
+    if (run_decode) bench_decode(att, copy_bandwidth_gbs(rows), rows);
     std::printf("%s, %d SMs; median of 7 x 10 calls\n", prop.name, prop.multiProcessorCount);
     std::printf("| case | shape | time us | rate | unit | of copy bw |\n|---|---|---|---|---|---|\n");
     for (const Row& r : rows)

@@ -2,17 +2,27 @@
 // m16n8k16 BF16 -> F32), for prefill and chunked prefill against a cached
 // prefix, paged or dense. A block of 4 warps owns 64 query rows of one
 // sequence and one q head (16 rows a warp, Q held in registers as A
-// fragments); it walks 64-key tiles up to the last row's causal limit:
+// fragments, pre-multiplied by scale * log2(e) so scores come out in the log2
+// domain); it walks 64-key tiles up to the last row's causal limit:
 //   K tile -> smem [key][dk] BF16, V tile -> smem [key][dv] BF16,
-//   S = Q K^T (F32), causal mask, online softmax in registers (a row lives in
-//   one quad of lanes), P rounded to BF16 and fed straight from the S
-//   accumulators as the A operand of O += P V (V fragments by ldmatrix.trans).
+//   S = Q K^T (F32; K fragments by ldmatrix.x4, two k-steps per load),
+//   causal mask on the diagonal tiles only, online softmax in registers (a
+//   row lives in one quad of lanes, exp2 by ex2.approx), P rounded to BF16 and
+//   fed straight from the S accumulators as the A operand of O += P V (V
+//   fragments by ldmatrix.x4.trans).
+// Fragments come in groups of four ldmatrix.x4 loads ahead of the group's
+// mma.sync instructions, which walk independent accumulators (k outer, n
+// inner), so neither the shared-memory latency nor the mma pipeline's is
+// exposed within one warp.
 // BF16 sources (BF16 caches; dense F32 inputs are converted to BF16 first)
-// are copied with cp.async into two smem stages, the next tile in flight while
-// the current one is computed. F32 and FP8 caches are converted on the way in
-// (one stage); FP8 E4M3 values are exact in BF16, so K and V enter unscaled:
-// the key's scale multiplies its score column and the value's scale its P
-// column.
+// are copied with cp.async into two smem stages, one __syncthreads per tile:
+// the next tile is in flight while the current one is computed, and the cache
+// rows of the tile after that are looked up (block table) into smem
+// meanwhile. F32 and FP8 caches are converted on the way in (one stage); FP8
+// E4M3 values are exact in BF16, so K and V enter unscaled: the key's scale
+// multiplies its score column and the value's scale its P column.
+// Blocks run the latest query tiles first: they have the most keys (causal),
+// so the short ones fill the tail of the grid.
 #include <algorithm>
 #include <cfloat>
 
@@ -33,16 +43,32 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// 2^x; ex2.approx maps -inf to +0, which the masked scores rely on.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Volatile like the ldmatrix loads, so the compiler keeps the written order
+// (fragments of a group, then its mma instructions) instead of hoisting every
+// load of a tile ahead of the math, which costs registers.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(smem));
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
@@ -50,8 +76,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 
 // 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* global, int src_bytes) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(global), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(global), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -85,7 +110,14 @@ struct Layout {
   static constexpr int kStride = DK + kPad;  // K smem row (BF16 elements)
   static constexpr int vStride = DV + kPad;  // V smem row
   static constexpr int kStage = kKeys * (kStride + vStride);  // BF16 elements of one stage
-  static constexpr size_t bytes = sizeof(uint16_t) * size_t(kStages) * kStage + 2 * sizeof(float) * kKeys;
+  // Stages, then the cache rows of two tiles (I64), then the FP8 scales.
+  static constexpr size_t rows_offset = sizeof(uint16_t) * size_t(kStages) * kStage;
+  static constexpr size_t scales_offset = rows_offset + 2 * sizeof(int64_t) * kKeys;
+  static constexpr size_t bytes = scales_offset + 2 * sizeof(float) * kKeys;
+  // Blocks per SM the registers are capped for: three fit in shared memory
+  // for BF16 tiles up to 128 wide, two otherwise.
+  static constexpr int kMinBlocks = (kAsync && DK <= 128 && DV <= 128) ? 3 : 2;
+  static_assert(DK % 32 == 0 && DV % 16 == 0, "K fragments come two k-steps per ldmatrix.x4");
 };
 
 struct TileSource {
@@ -93,24 +125,38 @@ struct TileSource {
   int seq, kh;
 };
 
-// Issues the cp.async copies of keys [start, start + n_keys) of K and V into
-// one stage (zeros past n_keys).
+// The cache rows of keys [start, start + kKeys) (0 past hi), one per thread
+// of the first kKeys.
+__device__ __forceinline__ void lookup_rows(const TileSource& src, int start, int hi, int64_t* rows_s) {
+  const int key = threadIdx.x;
+  if (key < kKeys) rows_s[key] = start + key < hi ? kv_row(src.a->seqs, src.seq, start + key) : 0;
+}
+
+// Issues the cp.async copies of one tile's K and V rows (rows_s from
+// lookup_rows) into one stage; zeros past n_keys.
 template <int DK, int DV>
-__device__ __forceinline__ void load_tile_async(const TileSource& src, int start, int n_keys, uint16_t* k_s,
+__device__ __forceinline__ void load_tile_async(const TileSource& src, const int64_t* rows_s, int n_keys, uint16_t* k_s,
                                                 uint16_t* v_s) {
   const AttentionArgs& a = *src.a;
   constexpr int kChunks = DK / 8, vChunks = DV / 8;
-  for (int c = threadIdx.x; c < kKeys * (kChunks + vChunks); c += kThreads) {
-    const bool is_k = c < kKeys * kChunks;
-    const int cc = is_k ? c : c - kKeys * kChunks, per_row = is_k ? kChunks : vChunks;
-    const int key = cc / per_row, part = cc % per_row;
+  static_assert((kKeys * kChunks) % kThreads == 0 && (kKeys * vChunks) % kThreads == 0, "whole copy rounds");
+  const uint16_t* k_g = static_cast<const uint16_t*>(a.k.data) + int64_t(src.kh) * a.k.head_stride;
+  const uint16_t* v_g = static_cast<const uint16_t*>(a.v.data) + int64_t(src.kh) * a.v.head_stride;
+  // Not unrolled: unrolled, the compiler keeps every copy's address live
+  // across the tile's math (registers the math needs).
+#pragma unroll 1
+  for (int i = 0; i < kKeys * kChunks / kThreads; ++i) {
+    const int c = i * kThreads + threadIdx.x, key = c / kChunks, part = c % kChunks;
     const bool in = key < n_keys;
-    const int64_t row = in ? kv_row(a.seqs, src.seq, start + key) : 0;
-    const KvView& view = is_k ? a.k : a.v;
-    const uint16_t* g = static_cast<const uint16_t*>(view.data) + row * view.row_stride +
-                        int64_t(src.kh) * view.head_stride + part * 8;
-    uint16_t* s = is_k ? k_s + key * (DK + kPad) + part * 8 : v_s + key * (DV + kPad) + part * 8;
-    cp_async16(s, g, in ? 16 : 0);
+    cp_async16(k_s + key * (DK + kPad) + part * 8, k_g + (in ? rows_s[key] : 0) * a.k.row_stride + part * 8,
+               in ? 16 : 0);
+  }
+#pragma unroll 1
+  for (int i = 0; i < kKeys * vChunks / kThreads; ++i) {
+    const int c = i * kThreads + threadIdx.x, key = c / vChunks, part = c % vChunks;
+    const bool in = key < n_keys;
+    cp_async16(v_s + key * (DV + kPad) + part * 8, v_g + (in ? rows_s[key] : 0) * a.v.row_stride + part * 8,
+               in ? 16 : 0);
   }
 }
 
@@ -141,23 +187,139 @@ __device__ __forceinline__ void load_tile_sync(const TileSource& src, int start,
   }
 }
 
+// The online-softmax state of one warp's 16 rows, as one thread holds it:
+// rows g and g + 8, O columns 2tq.. of every 8-wide n-tile.
+template <int DV>
+struct RowState {
+  float o[DV / 8][4];
+  float m[2], l[2];
+};
+
+// One 64-key tile for one warp: S = Q K^T, mask, online softmax, O += P V.
+// k_s/v_s: the tile in smem; key_base: the tile's first key; limit: this
+// thread's two rows' causal key limits; masked: whether any key of the tile
+// lies past a limit of the block.
 template <int DK, int DV, KvType T>
-__global__ void __launch_bounds__(kThreads) tensor_core_attention_kernel(AttentionArgs a) {
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[DK / 16][4], const uint16_t* k_s,
+                                            const uint16_t* v_s, const float* kscale_s, const float* vscale_s,
+                                            int key_base, const int (&limit)[2], bool masked, RowState<DV>& st) {
+  using L = Layout<DK, DV, T>;
+  const int lane = threadIdx.x % 32, tq = lane % 4;
+  // S = Q K^T. ldmatrix.x4 of K [key][dk] rows nt*8 + lane%8: matrix lane/8
+  // covers dims kp*32 + (lane/8)*8, i.e. (b0, b1) of k-step 2kp and of 2kp+1.
+  float s[kKeys / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+  const uint32_t k_addr = smem_addr(k_s + (lane % 8) * L::kStride + (lane / 8) * 8);
+  constexpr int kGroup = kKeys / 16;  // n-tiles per group of fragment loads
+#pragma unroll
+  for (int kp = 0; kp < DK / 32; ++kp) {
+#pragma unroll
+    for (int n0 = 0; n0 < kKeys / 8; n0 += kGroup) {
+      uint32_t b[kGroup][4];
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+        ldmatrix_x4(b[j], k_addr + uint32_t(sizeof(uint16_t) * ((n0 + j) * 8 * L::kStride + kp * 32)));
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) mma_bf16(s[n0 + j], qf[2 * kp], b[j][0], b[j][1]);
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) mma_bf16(s[n0 + j], qf[2 * kp + 1], b[j][2], b[j][3]);
+    }
+  }
+  // Element e of s[nt] is row g + 8 * (e / 2), key nt * 8 + 2 * tq + e % 2.
+  if constexpr (T == KvType::FP8) {
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] *= kscale_s[nt * 8 + 2 * tq + (e % 2)];
+  }
+  if (masked) {
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key_base + nt * 8 + 2 * tq + (e % 2) >= limit[e / 2]) s[nt][e] = -INFINITY;
+  }
+  float tile_max[2] = {kMaskedRowMax, kMaskedRowMax};
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+    tile_max[0] = fmaxf(tile_max[0], fmaxf(s[nt][0], s[nt][1]));
+    tile_max[1] = fmaxf(tile_max[1], fmaxf(s[nt][2], s[nt][3]));
+  }
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    const float m_new = fmaxf(st.m[r], tile_max[r]);
+    alpha[r] = fast_exp2(st.m[r] - m_new);
+    st.m[r] = m_new;
+    st.l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int n = 0; n < DV / 8; ++n) {
+    st.o[n][0] *= alpha[0], st.o[n][1] *= alpha[0];
+    st.o[n][2] *= alpha[1], st.o[n][3] *= alpha[1];
+  }
+  // P (F32 sums, BF16 operands; FP8: the value scale folded into P).
+  uint32_t pf[kKeys / 16][4];
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      p[e] = fast_exp2(s[nt][e] - st.m[e / 2]);
+      st.l[e / 2] += p[e];
+      if constexpr (T == KvType::FP8) p[e] *= vscale_s[nt * 8 + 2 * tq + (e % 2)];
+    }
+    pf[nt / 2][(nt % 2) * 2 + 0] = pack_bf16(p[0], p[1]);
+    pf[nt / 2][(nt % 2) * 2 + 1] = pack_bf16(p[2], p[3]);
+  }
+  // O += P V. ldmatrix.trans of four 8x8 blocks of V [key][dv]: keys
+  // kk*16 + {0-7, 8-15} x dims np*16 + {0-7, 8-15} give the B fragments
+  // (b0, b1) of n-tiles 2np and 2np + 1; lane L addresses row L % 8 of block L / 8.
+  const int blk = lane / 8;
+  const uint32_t v_addr = smem_addr(v_s + ((blk % 2) * 8 + lane % 8) * L::vStride + (blk / 2) * 8);
+  constexpr int vGroup = DV / 16 < 4 ? DV / 16 : 4;  // n-tile pairs per group of fragment loads
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+#pragma unroll
+    for (int p0 = 0; p0 < DV / 16; p0 += vGroup) {
+      uint32_t b[vGroup][4];
+#pragma unroll
+      for (int j = 0; j < vGroup; ++j)
+        ldmatrix_x4_trans(b[j], v_addr + uint32_t(sizeof(uint16_t) * (kk * 16 * L::vStride + (p0 + j) * 16)));
+#pragma unroll
+      for (int j = 0; j < vGroup; ++j) {
+        mma_bf16(st.o[2 * (p0 + j)], pf[kk], b[j][0], b[j][1]);
+        mma_bf16(st.o[2 * (p0 + j) + 1], pf[kk], b[j][2], b[j][3]);
+      }
+    }
+  }
+}
+
+template <int DK, int DV, KvType T>
+__global__ void __launch_bounds__(kThreads, Layout<DK, DV, T>::kMinBlocks) tensor_core_attention_kernel(AttentionArgs a) {
   using L = Layout<DK, DV, T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* stage_base = reinterpret_cast<uint16_t*>(smem_raw);
-  float* kscale_s = reinterpret_cast<float*>(stage_base + L::kStages * L::kStage);
+  int64_t* rows_s = reinterpret_cast<int64_t*>(smem_raw + L::rows_offset);  // [2][kKeys]
+  float* kscale_s = reinterpret_cast<float*>(smem_raw + L::scales_offset);
   float* vscale_s = kscale_s + kKeys;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, tq = lane % 4;
-  int seq = 0, row0 = blockIdx.x * kQueryTile;
-  if (a.seqs.q_tiles) seq = a.seqs.q_tiles[2 * blockIdx.x], row0 = a.seqs.q_tiles[2 * blockIdx.x + 1];
+  const int tile_index = int(gridDim.x - 1 - blockIdx.x);  // latest rows (most keys) first
+  int seq = 0, row0 = tile_index * kQueryTile;
+  if (a.seqs.q_tiles) seq = a.seqs.q_tiles[2 * tile_index], row0 = a.seqs.q_tiles[2 * tile_index + 1];
   const SeqInfo info = seq_info(a.seqs, seq);
   const int h = blockIdx.y, kh = h / (a.q_heads / a.k.heads);
   const TileSource src{&a, seq, kh};
   const int last_row = min(row0 + kQueryTile, info.num_new) - 1;
   const int hi = info.num_cached + last_row + 1;  // keys any row of the tile sees
   const int num_tiles = (hi + kKeys - 1) / kKeys;
+  // Keys [0, open_keys) are visible to every row of the block: tiles inside
+  // need no mask.
+  const int open_keys = row0 + kQueryTile <= info.num_new ? info.num_cached + row0 + 1 : 0;
   // This thread's two rows (g and g + 8 of the warp's 16) and their key limits.
   int row_i[2], limit[2];
 #pragma unroll
@@ -166,11 +328,16 @@ __global__ void __launch_bounds__(kThreads) tensor_core_attention_kernel(Attenti
     limit[r] = row_i[r] < info.num_new ? info.num_cached + row_i[r] + 1 : 0;
   }
   if constexpr (L::kAsync) {
-    load_tile_async<DK, DV>(src, 0, min(kKeys, hi), stage_base, stage_base + kKeys * L::kStride);
+    lookup_rows(src, 0, hi, rows_s);
+    lookup_rows(src, kKeys, hi, rows_s + kKeys);
+    __syncthreads();
+    load_tile_async<DK, DV>(src, rows_s, min(kKeys, hi), stage_base, stage_base + kKeys * L::kStride);
     cp_async_commit();
   }
 
-  // Q fragments: A operand of m16n8k16, rows g / g + 8, dims 2tq.. of each 16.
+  // Q fragments (A operand of m16n8k16: rows g / g + 8, dims 2tq.. of each
+  // 16), scaled by scale * log2(e) before rounding to BF16.
+  const float q_scale = a.scale * kLog2e;
   uint32_t qf[DK / 16][4];
 #pragma unroll
   for (int kk = 0; kk < DK / 16; ++kk) {
@@ -182,120 +349,54 @@ __global__ void __launch_bounds__(kThreads) tensor_core_attention_kernel(Attenti
         lo = *reinterpret_cast<const float2*>(q);
         hi2 = *reinterpret_cast<const float2*>(q + 8);
       }
-      qf[kk][r] = pack_bf16(lo.x, lo.y);
-      qf[kk][2 + r] = pack_bf16(hi2.x, hi2.y);
+      qf[kk][r] = pack_bf16(lo.x * q_scale, lo.y * q_scale);
+      qf[kk][2 + r] = pack_bf16(hi2.x * q_scale, hi2.y * q_scale);
     }
   }
 
-  float o[DV / 8][4];
+  RowState<DV> st;
 #pragma unroll
-  for (int n = 0; n < DV / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float m[2] = {kMaskedRowMax, kMaskedRowMax}, l[2] = {0.f, 0.f};
-  const float qk_scale = a.scale * kLog2e;
+  for (int n = 0; n < DV / 8; ++n) st.o[n][0] = st.o[n][1] = st.o[n][2] = st.o[n][3] = 0.f;
+  st.m[0] = st.m[1] = kMaskedRowMax;
+  st.l[0] = st.l[1] = 0.f;
 
   for (int t = 0; t < num_tiles; ++t) {
-    const int start = t * kKeys, n_keys = min(kKeys, hi - start);
+    const int start = t * kKeys;
     uint16_t* k_s = stage_base + (t % L::kStages) * L::kStage;
     uint16_t* v_s = k_s + kKeys * L::kStride;
     if constexpr (L::kAsync) {
+      // Tile t has landed for every thread, and every warp is done with
+      // tile t - 1: its stage and its row list are free.
+      cp_async_wait<0>();
+      __syncthreads();
       if (t + 1 < num_tiles) {
-        uint16_t* k_next = stage_base + ((t + 1) % L::kStages) * L::kStage;
-        load_tile_async<DK, DV>(src, start + kKeys, min(kKeys, hi - start - kKeys), k_next, k_next + kKeys * L::kStride);
+        uint16_t* k_next = stage_base + ((t + 1) % 2) * L::kStage;
+        load_tile_async<DK, DV>(src, rows_s + ((t + 1) % 2) * kKeys, min(kKeys, hi - start - kKeys), k_next,
+                                k_next + kKeys * L::kStride);
+        cp_async_commit();
+        if (t + 2 < num_tiles) lookup_rows(src, start + 2 * kKeys, hi, rows_s + (t % 2) * kKeys);
       }
-      cp_async_commit();
-      cp_async_wait<1>();  // every group but the newest: tile t has landed
     } else {
-      load_tile_sync<DK, DV, T>(src, start, n_keys, k_s, v_s, kscale_s, vscale_s);
+      __syncthreads();  // every warp is done with the previous tile
+      load_tile_sync<DK, DV, T>(src, start, min(kKeys, hi - start), k_s, v_s, kscale_s, vscale_s);
+      __syncthreads();
     }
-    __syncthreads();
-
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
-    float s[kKeys / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      const uint16_t* krow = k_s + (nt * 8 + g) * L::kStride + 2 * tq;
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; ++kk) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + kk * 16);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + kk * 16 + 8);
-        mma_bf16(s[nt], qf[kk], b0, b1);
-      }
-    }
-    // Scale, mask, online softmax (log2 domain). Element e of s[nt] is row
-    // g + 8 * (e / 2), key nt * 8 + 2 * tq + e % 2.
-    float tile_max[2] = {kMaskedRowMax, kMaskedRowMax};
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = nt * 8 + 2 * tq + (e % 2), r = e / 2;
-        const bool visible = start + key < limit[r] && key < n_keys;
-        const float key_scale = L::kAsync ? 1.0f : kscale_s[key];
-        s[nt][e] = visible ? s[nt][e] * qk_scale * key_scale : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
-      }
-    }
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      alpha[r] = exp2f(m[r] - m_new);
-      m[r] = m_new;
-      l[r] *= alpha[r];
-    }
-#pragma unroll
-    for (int n = 0; n < DV / 8; ++n) {
-      o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-    }
-    // P (F32 sums, BF16 operands; FP8: the value scale folded into P).
-    uint32_t pf[kKeys / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[e] = exp2f(s[nt][e] - m[e / 2]);
-        l[e / 2] += p[e];
-        if constexpr (T == KvType::FP8) p[e] *= vscale_s[nt * 8 + 2 * tq + (e % 2)];
-      }
-      pf[nt / 2][(nt % 2) * 2 + 0] = pack_bf16(p[0], p[1]);
-      pf[nt / 2][(nt % 2) * 2 + 1] = pack_bf16(p[2], p[3]);
-    }
-    // O += P V. ldmatrix.trans of four 8x8 blocks of V [key][dv]: keys
-    // kk*16 + {0-7, 8-15} x dims n*8 and (n+1)*8 give the B fragments
-    // (b0, b1) of n-tiles n and n + 1; lane L addresses row L % 8 of block L / 8.
-    const int blk = lane / 8, key_in = (blk % 2) * 8 + lane % 8, dim_in = (blk / 2) * 8;
-#pragma unroll
-    for (int n = 0; n < DV / 8; n += 2) {
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, v_s + (kk * 16 + key_in) * L::vStride + n * 8 + dim_in);
-        mma_bf16(o[n], pf[kk], b[0], b[1]);
-        mma_bf16(o[n + 1], pf[kk], b[2], b[3]);
-      }
-    }
-    __syncthreads();  // the stage is refilled next iteration
+    attend_tile<DK, DV, T>(qf, k_s, v_s, kscale_s, vscale_s, start, limit, start + kKeys > open_keys, st);
   }
-  if constexpr (L::kAsync) cp_async_wait<0>();
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    st.l[r] += __shfl_xor_sync(0xffffffffu, st.l[r], 1);
+    st.l[r] += __shfl_xor_sync(0xffffffffu, st.l[r], 2);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (row_i[r] >= info.num_new) continue;
-    const float inv = 1.0f / l[r];
+    const float inv = 1.0f / st.l[r];
     float* out = a.out + (int64_t(info.q_begin + row_i[r]) * a.q_heads + h) * DV + 2 * tq;
 #pragma unroll
     for (int n = 0; n < DV / 8; ++n)
-      *reinterpret_cast<float2*>(out + n * 8) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      *reinterpret_cast<float2*>(out + n * 8) = make_float2(st.o[n][2 * r] * inv, st.o[n][2 * r + 1] * inv);
   }
 }
 
