@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
@@ -33,6 +34,14 @@ ncclDataType_t nccl_type(DType t) {
   }
 }
 
+// NVLink multicast must stay off on the lent machines.
+void keep_nvls_off() {
+  if (std::getenv("NCCL_NVLS_ENABLE") == nullptr) {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    log::info("NCCL_NVLS_ENABLE was unset: set to 0 (NVLink multicast stays off)");
+  }
+}
+
 // Shared by the ranks' communicators so the NCCL comms are destroyed once.
 struct NcclGroup {
   std::vector<ncclComm_t> comms;
@@ -51,14 +60,15 @@ struct NcclGroup {
 // staged through a device buffer.
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(std::shared_ptr<NcclGroup> group, int rank, int device)
-      : group_(std::move(group)), rank_(rank), device_(device) {}
+  // rank: global; local: index of its comm in the group (the same in one process).
+  NcclCommunicator(std::shared_ptr<NcclGroup> group, int rank, int local, int world, int device)
+      : group_(std::move(group)), rank_(rank), local_(local), world_(world), device_(device) {}
   ~NcclCommunicator() override {
     if (stream_) cudaStreamDestroy(stream_);
     if (staging_) cudaFree(staging_);
   }
   int rank() const override { return rank_; }
-  int world_size() const override { return int(group_->comms.size()); }
+  int world_size() const override { return world_; }
 
   void all_reduce_sum(Tensor& x) override {
     void* d = device_view(x, 0);
@@ -107,7 +117,7 @@ class NcclCommunicator : public Communicator {
       check_cuda(cudaSetDevice(device_), "cudaSetDevice");
       check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     }
-    return group_->comms[size_t(rank_)];
+    return group_->comms[size_t(local_)];
   }
   static Tensor like(const Tensor& x, Shape shape) {
     if (x.device() == Device::CUDA) fail("NCCL all_gather/reduce_scatter of device tensors need the backend's "
@@ -140,7 +150,7 @@ class NcclCommunicator : public Communicator {
   }
 
   std::shared_ptr<NcclGroup> group_;
-  int rank_, device_;
+  int rank_, local_, world_, device_;
   cudaStream_t stream_ = nullptr;
   void* staging_ = nullptr;
   size_t staging_bytes_ = 0;
@@ -155,10 +165,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world_siz
   if (first_device + world_size > devices)
     fail_input("tensor parallel size {} from GPU {} needs {} GPUs; this machine has {}", world_size, first_device,
                first_device + world_size, devices);
-  if (std::getenv("NCCL_NVLS_ENABLE") == nullptr) {
-    setenv("NCCL_NVLS_ENABLE", "0", 0);
-    log::info("NCCL_NVLS_ENABLE was unset: set to 0 (NVLink multicast stays off)");
-  }
+  keep_nvls_off();
   auto group = std::make_shared<NcclGroup>();
   group->comms.resize(size_t(world_size));
   std::vector<int> devlist(static_cast<size_t>(world_size));
@@ -169,8 +176,50 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world_siz
   log::info("NCCL {} communicators on GPUs {}..{}", version, first_device, first_device + world_size - 1);
   std::vector<std::unique_ptr<Communicator>> ranks;
   for (int r = 0; r < world_size; ++r)
-    ranks.push_back(std::make_unique<NcclCommunicator>(group, r, first_device + r));
+    ranks.push_back(std::make_unique<NcclCommunicator>(group, r, r, world_size, first_device + r));
   return ranks;
 }
+
+std::string make_nccl_group_id() {
+  keep_nvls_off();  // before NCCL first reads its environment
+  ncclUniqueId id;
+  check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators_for(const RankPlacement& p) {
+  ncclUniqueId id;
+  if (p.group_id.size() != sizeof(id.internal))
+    fail("NCCL: the group id from node 0 has {} bytes, expected {}", p.group_id.size(), sizeof(id.internal));
+  std::memcpy(id.internal, p.group_id.data(), sizeof(id.internal));
+  int devices = 0;
+  check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  if (p.first_device + p.local_ranks > devices)
+    fail_input("{} ranks per node from GPU {} need {} GPUs; this machine has {}", p.local_ranks, p.first_device,
+               p.first_device + p.local_ranks, devices);
+  keep_nvls_off();
+  auto group = std::make_shared<NcclGroup>();
+  group->comms.resize(size_t(p.local_ranks));
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (int i = 0; i < p.local_ranks; ++i) {
+    check_cuda(cudaSetDevice(p.first_device + i), "cudaSetDevice");
+    check_nccl(ncclCommInitRank(&group->comms[size_t(i)], p.world_size, id, p.first_rank + i), "ncclCommInitRank");
+  }
+  check_nccl(ncclGroupEnd(), "ncclCommInitRank (group)");
+  log::info("NCCL communicators for ranks {}..{} of {} on GPUs {}..{}", p.first_rank,
+            p.first_rank + p.local_ranks - 1, p.world_size, p.first_device, p.first_device + p.local_ranks - 1);
+  std::vector<std::unique_ptr<Communicator>> ranks;
+  for (int i = 0; i < p.local_ranks; ++i)
+    ranks.push_back(std::make_unique<NcclCommunicator>(group, p.first_rank + i, i, p.world_size, p.first_device + i));
+  return ranks;
+}
+
+namespace {
+// Linked whenever the single-process factory is (src/cli/nccl_comm.cc uses it).
+const bool registered_multinode = [] {
+  register_multinode_communicator_factory("cuda", &make_nccl_communicators_for, &make_nccl_group_id);
+  return true;
+}();
+}  // namespace
 
 }  // namespace mx::cuda

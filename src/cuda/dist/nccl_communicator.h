@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/communicator_factory.h"
 
 namespace mx::cuda {
 
@@ -14,5 +15,13 @@ namespace mx::cuda {
 // machines: NCCL_NVLS_ENABLE=0 is set in the environment before NCCL starts
 // when the caller left it unset (logged).
 std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world_size, int first_device);
+
+// Multi-node (docs/parallel.md): node 0 makes the group's id (ncclGetUniqueId,
+// 128 bytes) and sends it to every node over the TCP bootstrap; each node then
+// creates its local ranks' communicators with ncclCommInitRank(world, id,
+// global rank) inside one ncclGroupStart/End. Registered for device "cuda"
+// (dist/communicator_factory.h) when this file is linked.
+std::string make_nccl_group_id();
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators_for(const RankPlacement& placement);
 
 }  // namespace mx::cuda
