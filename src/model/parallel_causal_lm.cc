@@ -332,6 +332,7 @@ void run_worker_node(const std::filesystem::path& model_dir, const LoadOptions& 
   if (options.num_threads > 0) ThreadPool::set_global_threads(options.num_threads);
   RankSet ranks(local_communicators(options, nodes.get()), nodes->first_rank(), options.tensor_parallel_size);
   std::string failure;
+  int64_t steps = 0;
   for (;;) {
     Frame command;
     try {
@@ -352,7 +353,10 @@ void run_worker_node(const std::filesystem::path& model_dir, const LoadOptions& 
       job = [&](int rank) { ranks.model(rank).allocate_kv_cache(kv.num_blocks, kv.block_size, kv.dtype); };
     } else if (command.tag == kForward) {
       batch = decode_batch(command.payload);
-      job = [&](int r) { ranks.model(r).forward(batch); };
+      job = [&, step = steps++](int r) {
+        if (options.parallel_step_hook) options.parallel_step_hook(ranks.first_rank() + r, step);
+        ranks.model(r).forward(batch);
+      };
     } else {
       fail("node {}: unknown command {:#x} from node 0 (another mxserve version?)", m.node_rank, command.tag);
     }
