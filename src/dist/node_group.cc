@@ -229,7 +229,7 @@ void NodeGroup::lead_bootstrap() {
       log::warn("node 0: ignored a connection from {}: {}", ch->peer(), e.what());
       continue;
     }
-    const std::string where = ch->peer().substr(ch->peer().rfind(' ') + 1);
+    const std::string where = ch->remote_address();
     std::string refusal;
     if (h.nnodes != o.nnodes || h.world_size != o.world_size)
       refusal = fmt::format("node {} was started with --nnodes {} and {} ranks in all; node 0 has --nnodes {} and {} "

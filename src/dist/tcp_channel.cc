@@ -22,14 +22,20 @@ constexpr uint64_t kMaxPayload = uint64_t(1) << 36;
 
 std::string os_error(int err) { return std::strerror(err); }
 
-void set_no_delay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // fails harmlessly on a socketpair
+// Small frames go out at once; a silent dead peer is found by keep-alive
+// probes. Both fail harmlessly on a socket pair.
+void tune_socket(int fd) {
+  int one = 1, idle = 10, interval = 5, count = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
 }  // namespace
 
-TcpChannel::TcpChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) { set_no_delay(fd_); }
+TcpChannel::TcpChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) { tune_socket(fd_); }
 
 TcpChannel::~TcpChannel() {
   if (fd_ >= 0) ::close(fd_);
@@ -89,6 +95,15 @@ std::string TcpChannel::receive_expect(uint32_t expected, const char* what) {
   if (f.tag == kErrorTag) throw Error(f.payload);
   if (f.tag != expected) fail("{}: expected {} (tag {:#x}), got tag {:#x}", peer_, what, expected, f.tag);
   return std::move(f.payload);
+}
+
+std::string TcpChannel::remote_address() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST] = "?";
+  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.ss_family == AF_UNIX) return "local";
+  getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+  return host;
 }
 
 void TcpChannel::shutdown() { ::shutdown(fd_, SHUT_RDWR); }
@@ -161,9 +176,9 @@ std::unique_ptr<TcpChannel> TcpListener::accept(double timeout_s) {
   socklen_t len = sizeof(addr);
   const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
   if (fd < 0) return nullptr;  // the peer left before we took it; the caller keeps waiting
-  char host[NI_MAXHOST] = "?";
-  getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
-  return std::make_unique<TcpChannel>(fd, fmt::format("a peer at {}", host));
+  auto channel = std::make_unique<TcpChannel>(fd, "");
+  channel->set_peer("a peer at " + channel->remote_address());
+  return channel;
 }
 
 std::pair<std::unique_ptr<TcpChannel>, std::unique_ptr<TcpChannel>> channel_pair(const std::string& peer_a,

@@ -3,7 +3,9 @@
 // host-tensor collectives between processes (tcp_communicator.h). A frame is
 // a tag (u32) and a payload length (u64), little-endian, then the payload.
 // A closed, reset or shut-down socket makes send/receive throw ChannelClosed
-// naming the peer, so a process that dies never leaves its peers waiting.
+// naming the peer, so a process that dies never leaves its peers waiting; TCP
+// keep-alive probes (after 10 s idle, every 5 s, 3 misses) end a connection
+// to a machine that vanished without a reset.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -48,6 +50,8 @@ class TcpChannel {
   void set_receive_timeout(double seconds);
 
   int fd() const { return fd_; }
+  // The peer's numeric address ("10.0.0.2"; "local" for a socket pair).
+  std::string remote_address() const;
   const std::string& peer() const { return peer_; }
   void set_peer(std::string peer) { peer_ = std::move(peer); }
 
