@@ -12,11 +12,14 @@
 // Inputs are random (never zeros); caches are far larger than the 60 MB L2
 // except where noted. Each figure is the median of 7 timings of 10 back-to-back
 // calls (CUDA events). Prints a markdown table last.
-//   attention_bench [--kernel auto|generic|tensor-core] [--cases all|prefill|decode]
-// (--cases prefill: the prefill rows alone, without the copy and decode rows).
+//   attention_bench [--kernel auto|generic|tensor-core] [--cases all|prefill|decode] [--tc-tiles 0-3]
+// --cases prefill: the prefill rows alone, without the copy and decode rows;
+// --tc-tiles N: N 64-row query tiles per block of the tensor-core kernel
+// (0: its automatic choice; src/cuda/attention/tensor_core_tuning.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -26,6 +29,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "cuda/attention/tensor_core_tuning.h"
 #include "cuda/backend/cuda_attention.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/cuda_check.h"
@@ -216,6 +220,7 @@ int main(int argc, char** argv) {
   using namespace mx;
   cuda::AttentionKernel kernel = cuda::AttentionKernel::Auto;
   bool run_prefill = true, run_decode = true;
+  int tc_tiles = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
       kernel = cuda::parse_attention_kernel(argv[++i]);
@@ -225,8 +230,11 @@ int main(int argc, char** argv) {
       run_prefill = false, ++i;
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "all") == 0) {
       ++i;
+    } else if (std::strcmp(argv[i], "--tc-tiles") == 0 && i + 1 < argc) {
+      tc_tiles = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--kernel auto|generic|tensor-core] [--cases all|prefill|decode]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--kernel auto|generic|tensor-core] [--cases all|prefill|decode] [--tc-tiles 0-3]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -236,10 +244,12 @@ int main(int argc, char** argv) {
     MX_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     cuda::CudaAttention att(stream, false);
     att.set_kernel(kernel);
+    cuda::set_tensor_core_tiles_per_block(tc_tiles);
     std::vector<Row> rows;
     if (run_prefill) bench_prefill(att, rows);
     if (run_decode) bench_decode(att, copy_bandwidth_gbs(rows), rows);
-    std::printf("%s, %d SMs; median of 7 x 10 calls\n", prop.name, prop.multiProcessorCount);
+    std::printf("%s, %d SMs; median of 7 x 10 calls (prefill: 5 x 3); tensor-core query tiles per block: %s\n",
+                prop.name, prop.multiProcessorCount, tc_tiles == 0 ? "auto" : std::to_string(tc_tiles).c_str());
     std::printf("| case | shape | time us | rate | unit | of copy bw |\n|---|---|---|---|---|---|\n");
     for (const Row& r : rows)
       std::printf("| %s | %s | %.1f | %.1f | %s | %s |\n", r.name.c_str(), r.shape.c_str(), r.us, r.rate, r.unit.c_str(),

@@ -25,9 +25,12 @@
 // so the short ones fill the tail of the grid.
 #include <algorithm>
 #include <cfloat>
+#include <string>
 
+#include "core/error.h"
 #include "cuda/attention/attention_kernels.h"
 #include "cuda/attention/kv_access.cuh"
+#include "cuda/attention/tensor_core_tuning.h"
 
 namespace mx::cuda {
 namespace {
@@ -103,20 +106,35 @@ __device__ __forceinline__ uint4 kv_load8_bf16(const void* data, int64_t index) 
   }
 }
 
+// The default query tiles per block of a shape (see Layout).
 template <int DK, int DV, KvType T>
+constexpr int default_tiles_per_block() {
+  return T != KvType::BF16 ? 1 : (DK <= 128 && DV <= 128 ? 3 : 2);
+}
+
+template <int DK, int DV, KvType T, int SUB = default_tiles_per_block<DK, DV, T>()>
 struct Layout {
   static constexpr bool kAsync = T == KvType::BF16;
-  static constexpr int kStages = kAsync ? 2 : 1;
+  // SUB: 64-row query tiles per block. The K/V tiles come from L2 once per
+  // block, so a block of several query tiles divides those bytes by that
+  // many: one-tile blocks were bound at ~3 TB/s of L2 reads (64 FLOP per
+  // byte; H200, 2026-11-30). Registers then allow one block per SM: 3 tiles
+  // (12 warps, <= 168 registers) up to 128-wide heads, 2 (8 warps) for 192.
+  // The register-path (F32/FP8) tiles stay one per block.
+  static constexpr int kSub = SUB;
+  static constexpr int kBlockThreads = kThreads * kSub;
+  // One-tile blocks: 3 per SM up to 128-wide BF16 heads, else 2, two stages;
+  // several-tile blocks: one per SM, three cp.async stages (two tiles in
+  // flight while one is computed).
+  static constexpr int kMinBlocks = kSub > 1 ? 1 : (kAsync && DK <= 128 && DV <= 128 ? 3 : 2);
+  static constexpr int kStages = !kAsync ? 1 : (kSub > 1 ? 3 : 2);
   static constexpr int kStride = DK + kPad;  // K smem row (BF16 elements)
   static constexpr int vStride = DV + kPad;  // V smem row
   static constexpr int kStage = kKeys * (kStride + vStride);  // BF16 elements of one stage
-  // Stages, then the cache rows of two tiles (I64), then the FP8 scales.
+  // Stages, then the cache rows of kStages tiles (I64), then the FP8 scales.
   static constexpr size_t rows_offset = sizeof(uint16_t) * size_t(kStages) * kStage;
-  static constexpr size_t scales_offset = rows_offset + 2 * sizeof(int64_t) * kKeys;
+  static constexpr size_t scales_offset = rows_offset + kStages * sizeof(int64_t) * kKeys;
   static constexpr size_t bytes = scales_offset + 2 * sizeof(float) * kKeys;
-  // Blocks per SM the registers are capped for: three fit in shared memory
-  // for BF16 tiles up to 128 wide, two otherwise.
-  static constexpr int kMinBlocks = (kAsync && DK <= 128 && DV <= 128) ? 3 : 2;
   static_assert(DK % 32 == 0 && DV % 16 == 0, "K fragments come two k-steps per ldmatrix.x4");
 };
 
@@ -133,27 +151,26 @@ __device__ __forceinline__ void lookup_rows(const TileSource& src, int start, in
 }
 
 // Issues the cp.async copies of one tile's K and V rows (rows_s from
-// lookup_rows) into one stage; zeros past n_keys.
-template <int DK, int DV>
+// lookup_rows) into one stage; zeros past n_keys. kBlockThreads threads.
+template <int DK, int DV, int kBlockThreads>
 __device__ __forceinline__ void load_tile_async(const TileSource& src, const int64_t* rows_s, int n_keys, uint16_t* k_s,
                                                 uint16_t* v_s) {
   const AttentionArgs& a = *src.a;
   constexpr int kChunks = DK / 8, vChunks = DV / 8;
-  static_assert((kKeys * kChunks) % kThreads == 0 && (kKeys * vChunks) % kThreads == 0, "whole copy rounds");
   const uint16_t* k_g = static_cast<const uint16_t*>(a.k.data) + int64_t(src.kh) * a.k.head_stride;
   const uint16_t* v_g = static_cast<const uint16_t*>(a.v.data) + int64_t(src.kh) * a.v.head_stride;
   // Not unrolled: unrolled, the compiler keeps every copy's address live
   // across the tile's math (registers the math needs).
 #pragma unroll 1
-  for (int i = 0; i < kKeys * kChunks / kThreads; ++i) {
-    const int c = i * kThreads + threadIdx.x, key = c / kChunks, part = c % kChunks;
+  for (int c = threadIdx.x; c < kKeys * kChunks; c += kBlockThreads) {
+    const int key = c / kChunks, part = c % kChunks;
     const bool in = key < n_keys;
     cp_async16(k_s + key * (DK + kPad) + part * 8, k_g + (in ? rows_s[key] : 0) * a.k.row_stride + part * 8,
                in ? 16 : 0);
   }
 #pragma unroll 1
-  for (int i = 0; i < kKeys * vChunks / kThreads; ++i) {
-    const int c = i * kThreads + threadIdx.x, key = c / vChunks, part = c % vChunks;
+  for (int c = threadIdx.x; c < kKeys * vChunks; c += kBlockThreads) {
+    const int key = c / vChunks, part = c % vChunks;
     const bool in = key < n_keys;
     cp_async16(v_s + key * (DV + kPad) + part * 8, v_g + (in ? rows_s[key] : 0) * a.v.row_stride + part * 8,
                in ? 16 : 0);
@@ -298,42 +315,53 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[DK / 16][4], co
   }
 }
 
-template <int DK, int DV, KvType T>
-__global__ void __launch_bounds__(kThreads, Layout<DK, DV, T>::kMinBlocks) tensor_core_attention_kernel(AttentionArgs a) {
-  using L = Layout<DK, DV, T>;
+// (sequence, first row) of 64-row query tile i of the step.
+__device__ __forceinline__ void query_tile(const SeqLayout& s, int i, int& seq, int& row0) {
+  seq = 0, row0 = i * kQueryTile;
+  if (s.q_tiles) seq = s.q_tiles[2 * i], row0 = s.q_tiles[2 * i + 1];
+}
+
+// A block = kSub consecutive 64-row query tiles of one q head, 4 warps each.
+// Tiles of one sequence share every K/V tile the block loads; a block whose
+// tiles straddle sequences walks each sequence's keys in turn (a pass), the
+// other sequences' warps idle but loading and syncing with the rest.
+template <int DK, int DV, KvType T, int SUB>
+__global__ void __launch_bounds__(Layout<DK, DV, T, SUB>::kBlockThreads, Layout<DK, DV, T, SUB>::kMinBlocks)
+    tensor_core_attention_kernel(AttentionArgs a) {
+  using L = Layout<DK, DV, T, SUB>;
+  constexpr int S = L::kStages;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* stage_base = reinterpret_cast<uint16_t*>(smem_raw);
-  int64_t* rows_s = reinterpret_cast<int64_t*>(smem_raw + L::rows_offset);  // [2][kKeys]
+  int64_t* rows_s = reinterpret_cast<int64_t*>(smem_raw + L::rows_offset);  // [S][kKeys]
   float* kscale_s = reinterpret_cast<float*>(smem_raw + L::scales_offset);
   float* vscale_s = kscale_s + kKeys;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, tq = lane % 4;
-  const int tile_index = int(gridDim.x - 1 - blockIdx.x);  // latest rows (most keys) first
-  int seq = 0, row0 = tile_index * kQueryTile;
-  if (a.seqs.q_tiles) seq = a.seqs.q_tiles[2 * tile_index], row0 = a.seqs.q_tiles[2 * tile_index + 1];
-  const SeqInfo info = seq_info(a.seqs, seq);
+  const int sub = warp / 4;  // this warp's query tile within the block
+  const int num_q_tiles = a.seqs.q_tiles ? a.seqs.num_q_tiles : (a.seqs.single_new + kQueryTile - 1) / kQueryTile;
+  const int first_tile = int(gridDim.x - 1 - blockIdx.x) * L::kSub;  // latest rows (most keys) first
+  const int n_sub = min(L::kSub, num_q_tiles - first_tile);
   const int h = blockIdx.y, kh = h / (a.q_heads / a.k.heads);
-  const TileSource src{&a, seq, kh};
-  const int last_row = min(row0 + kQueryTile, info.num_new) - 1;
-  const int hi = info.num_cached + last_row + 1;  // keys any row of the tile sees
-  const int num_tiles = (hi + kKeys - 1) / kKeys;
-  // Keys [0, open_keys) are visible to every row of the block: tiles inside
-  // need no mask.
-  const int open_keys = row0 + kQueryTile <= info.num_new ? info.num_cached + row0 + 1 : 0;
-  // This thread's two rows (g and g + 8 of the warp's 16) and their key limits.
+
+  int my_seq = -1, my_row0 = 0;
+  SeqInfo info{0, 0, 0};
+  if (sub < n_sub) {
+    query_tile(a.seqs, first_tile + sub, my_seq, my_row0);
+    info = seq_info(a.seqs, my_seq);
+  }
+  // This thread's two rows (g and g + 8 of the warp's 16) and their key
+  // limits (0 for rows past the sequence: fully masked, never written).
+  const int warp_row0 = my_row0 + (warp % 4) * 16;
   int row_i[2], limit[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    row_i[r] = row0 + warp * 16 + g + 8 * r;
+    row_i[r] = warp_row0 + g + 8 * r;
     limit[r] = row_i[r] < info.num_new ? info.num_cached + row_i[r] + 1 : 0;
   }
-  if constexpr (L::kAsync) {
-    lookup_rows(src, 0, hi, rows_s);
-    lookup_rows(src, kKeys, hi, rows_s + kKeys);
-    __syncthreads();
-    load_tile_async<DK, DV>(src, rows_s, min(kKeys, hi), stage_base, stage_base + kKeys * L::kStride);
-    cp_async_commit();
-  }
+  // Keys any row of the warp sees, and keys every row of it sees (tiles
+  // inside need no mask).
+  const int warp_hi = warp_row0 < info.num_new ? info.num_cached + min(warp_row0 + 16, info.num_new) : 0;
+  const int warp_open = warp_row0 + 16 <= info.num_new ? info.num_cached + warp_row0 + 1 : 0;
 
   // Q fragments (A operand of m16n8k16: rows g / g + 8, dims 2tq.. of each
   // 16), scaled by scale * log2(e) before rounding to BF16.
@@ -360,28 +388,59 @@ __global__ void __launch_bounds__(kThreads, Layout<DK, DV, T>::kMinBlocks) tenso
   st.m[0] = st.m[1] = kMaskedRowMax;
   st.l[0] = st.l[1] = 0.f;
 
-  for (int t = 0; t < num_tiles; ++t) {
-    const int start = t * kKeys;
-    uint16_t* k_s = stage_base + (t % L::kStages) * L::kStage;
-    uint16_t* v_s = k_s + kKeys * L::kStride;
-    if constexpr (L::kAsync) {
-      // Tile t has landed for every thread, and every warp is done with
-      // tile t - 1: its stage and its row list are free.
-      cp_async_wait<0>();
-      __syncthreads();
-      if (t + 1 < num_tiles) {
-        uint16_t* k_next = stage_base + ((t + 1) % 2) * L::kStage;
-        load_tile_async<DK, DV>(src, rows_s + ((t + 1) % 2) * kKeys, min(kKeys, hi - start - kKeys), k_next,
-                                k_next + kKeys * L::kStride);
-        cp_async_commit();
-        if (t + 2 < num_tiles) lookup_rows(src, start + 2 * kKeys, hi, rows_s + (t % 2) * kKeys);
-      }
-    } else {
-      __syncthreads();  // every warp is done with the previous tile
-      load_tile_sync<DK, DV, T>(src, start, min(kKeys, hi - start), k_s, v_s, kscale_s, vscale_s);
-      __syncthreads();
+  for (int j0 = 0; j0 < n_sub;) {
+    // The pass: tiles j0..j1 of the block, all of one sequence.
+    int seq = 0, row0 = 0, j1 = j0;
+    query_tile(a.seqs, first_tile + j0, seq, row0);
+    for (int s2, r2; j1 + 1 < n_sub; ++j1) {
+      query_tile(a.seqs, first_tile + j1 + 1, s2, r2);
+      if (s2 != seq) break;
     }
-    attend_tile<DK, DV, T>(qf, k_s, v_s, kscale_s, vscale_s, start, limit, start + kKeys > open_keys, st);
+    query_tile(a.seqs, first_tile + j1, seq, row0);
+    const SeqInfo pass = seq_info(a.seqs, seq);
+    const int hi = pass.num_cached + min(row0 + kQueryTile, pass.num_new);  // keys any row of the pass sees
+    const int num_tiles = (hi + kKeys - 1) / kKeys;
+    const bool mine = sub >= j0 && sub <= j1;
+    const TileSource src{&a, seq, kh};
+    if constexpr (L::kAsync) {
+      for (int i = 0; i < S; ++i) lookup_rows(src, i * kKeys, hi, rows_s + i * kKeys);
+      __syncthreads();
+      for (int i = 0; i < S - 1; ++i) {
+        if (i < num_tiles) {
+          uint16_t* k_s = stage_base + i * L::kStage;
+          load_tile_async<DK, DV, L::kBlockThreads>(src, rows_s + i * kKeys, min(kKeys, hi - i * kKeys), k_s,
+                                                    k_s + kKeys * L::kStride);
+        }
+        cp_async_commit();
+      }
+    }
+    for (int t = 0; t < num_tiles; ++t) {
+      const int start = t * kKeys;
+      uint16_t* k_s = stage_base + (t % S) * L::kStage;
+      uint16_t* v_s = k_s + kKeys * L::kStride;
+      if constexpr (L::kAsync) {
+        // Tile t has landed for every thread, and every warp is done with
+        // tile t - 1: its stage is free, as is the row list of tile t.
+        cp_async_wait<S - 2>();
+        __syncthreads();
+        const int next = t + S - 1;
+        if (next < num_tiles) {
+          uint16_t* k_next = stage_base + (next % S) * L::kStage;
+          load_tile_async<DK, DV, L::kBlockThreads>(src, rows_s + (next % S) * kKeys, min(kKeys, hi - next * kKeys),
+                                                    k_next, k_next + kKeys * L::kStride);
+        }
+        cp_async_commit();
+        if (t + S < num_tiles) lookup_rows(src, (t + S) * kKeys, hi, rows_s + (t % S) * kKeys);
+      } else {
+        __syncthreads();  // every warp is done with the previous tile
+        load_tile_sync<DK, DV, T>(src, start, min(kKeys, hi - start), k_s, v_s, kscale_s, vscale_s);
+        __syncthreads();
+      }
+      if (mine && start < warp_hi)
+        attend_tile<DK, DV, T>(qf, k_s, v_s, kscale_s, vscale_s, start, limit, start + kKeys > warp_open, st);
+    }
+    if constexpr (L::kAsync) cp_async_wait<0>();
+    j0 = j1 + 1;
   }
 
 #pragma unroll
@@ -405,14 +464,31 @@ __global__ void f32_to_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* out
     out[i] = __float2bfloat16_rn(x[i]);
 }
 
+// Query tiles per block set by set_tensor_core_tiles_per_block (0: the
+// shape's default).
+int g_tiles_per_block = 0;
+
+template <int DK, int DV, KvType T, int SUB>
+void launch_tiles(const AttentionArgs& a, int tiles, cudaStream_t stream) {
+  using L = Layout<DK, DV, T, SUB>;
+  auto kernel = tensor_core_attention_kernel<DK, DV, T, SUB>;
+  if (L::bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
+  kernel<<<dim3(unsigned((tiles + SUB - 1) / SUB), unsigned(a.q_heads)), L::kBlockThreads, L::bytes, stream>>>(a);
+}
+
 template <int DK, int DV, KvType T>
 void launch_shape(const AttentionArgs& a, cudaStream_t stream) {
-  auto kernel = tensor_core_attention_kernel<DK, DV, T>;
-  const size_t smem = Layout<DK, DV, T>::bytes;
-  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   const int tiles = a.seqs.q_tiles ? a.seqs.num_q_tiles : (a.seqs.single_new + kQueryTile - 1) / kQueryTile;
   if (tiles == 0) return;
-  kernel<<<dim3(unsigned(tiles), unsigned(a.q_heads)), kThreads, smem, stream>>>(a);
+  constexpr int kDefault = default_tiles_per_block<DK, DV, T>();
+  if constexpr (T == KvType::BF16) {
+    // 3 tiles of 192-wide heads would need more registers than an SM has.
+    const int sub = g_tiles_per_block == 0 ? kDefault : std::min(g_tiles_per_block, DK <= 128 ? 3 : 2);
+    if (sub == 1) return launch_tiles<DK, DV, T, 1>(a, tiles, stream);
+    if (sub == 2) return launch_tiles<DK, DV, T, 2>(a, tiles, stream);
+    if constexpr (DK <= 128) return launch_tiles<DK, DV, T, 3>(a, tiles, stream);
+  }
+  launch_tiles<DK, DV, T, kDefault>(a, tiles, stream);
 }
 
 template <int DK, int DV>
@@ -434,6 +510,13 @@ void launch_f32_to_bf16_rows(const float* x, int64_t n, uint16_t* out, cudaStrea
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
   f32_to_bf16_kernel<<<unsigned(blocks), 256, 0, stream>>>(x, n, reinterpret_cast<__nv_bfloat16*>(out));
+}
+
+void set_tensor_core_tiles_per_block(int tiles) {
+  if (tiles < 0 || tiles > 3)
+    throw InvalidArgument("tensor-core attention: query tiles per block must be 0 (automatic) to 3, got " +
+                          std::to_string(tiles));
+  g_tiles_per_block = tiles;
 }
 
 void launch_tensor_core_attention(const AttentionArgs& a, cudaStream_t stream) {
