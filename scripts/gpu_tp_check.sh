@@ -13,7 +13,9 @@
 #       first token where they part; parting is accepted only where cuda
 #       TP=1's two best logits were within --near-tie;
 #   (c) `mxserve serve --device cuda` TP=1 vs -tp 2 (and -tp 2 with EP):
-#       greedy /v1/completions answers on token-id prompts must be equal;
+#       greedy /v1/completions answers on token-id prompts must be equal, or
+#       first part where TP=1's two best tokens (its logprobs) were within
+#       --near-tie, the rule of (b);
 #   (d) with --full-width LAYERS: a Kimi-K2.5-shaped config at full width
 #       (hidden 7168, 64 heads, 384 experts, MLA dims of the real model),
 #       LAYERS layers, --load-format dummy MXFP4 weights, generate on TP=2 and
@@ -171,11 +173,12 @@ while True:
     time.sleep(1)
 answers = []
 for prompt in ([5, 17, 300, 2], [1000, 3, 3, 3, 3, 3], [42], list(range(7, 40))):
-    body = {"model": "m", "prompt": prompt, "max_tokens": 16, "temperature": 0, "ignore_eos": True}
+    body = {"model": "m", "prompt": prompt, "max_tokens": 16, "temperature": 0, "ignore_eos": True, "logprobs": 2}
     req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     c = json.loads(urllib.request.urlopen(req, timeout=300).read())["choices"][0]
-    answers.append([c["text"], c["finish_reason"]])
+    top2 = [sorted(d.values(), reverse=True)[:2] for d in c["logprobs"]["top_logprobs"]]
+    answers.append([c["text"], c["finish_reason"], c["logprobs"]["tokens"], top2])
 json.dump(answers, open(out, "w"))
 EOF
   kill -TERM "$pid"; wait "$pid" || true
@@ -185,11 +188,22 @@ serve_answers "$m" "$WORK/serve1.json"
 for variant in "-tp $TP" "-tp $TP --enable-expert-parallel"; do
   # shellcheck disable=SC2086
   serve_answers "$m" "$WORK/serve-variant.json" $variant
-  python3 - "$variant" "$WORK/serve1.json" "$WORK/serve-variant.json" "$DEVICE" >> "$ROWS" <<'EOF'
+  python3 - "$variant" "$WORK/serve1.json" "$WORK/serve-variant.json" "$DEVICE" "$NEAR_TIE" >> "$ROWS" <<'EOF'
 import json, sys
-a, b = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
-same = sum(x == y for x, y in zip(a, b))
-print(f"serve kimi-k25-mxfp4 {sys.argv[4]} {sys.argv[1]} vs tp=1\t{same}/{len(a)} completions equal\t-\t{'PASS' if same == len(a) else 'FAIL'}")
+a, b, near = json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), float(sys.argv[5])
+same, ok, partings = 0, True, []
+for x, y in zip(a, b):
+    if x[:3] == y[:3]:
+        same += 1
+        continue
+    # The first differing token must be a near tie of TP=1's two best (the
+    # same rule as the generate comparison above).
+    i = next((k for k, (p, q) in enumerate(zip(x[2], y[2])) if p != q), min(len(x[2]), len(y[2])))
+    gap = x[3][i][0] - x[3][i][1] if i < len(x[3]) and len(x[3][i]) == 2 else None
+    ok = ok and gap is not None and gap < near
+    partings.append(f"part at {i} (gap {gap:.3g})" if gap is not None else f"part at {i}")
+answers = f"{same}/{len(a)} completions equal" + (f", {'; '.join(partings)}" if partings else "")
+print(f"serve kimi-k25-mxfp4 {sys.argv[4]} {sys.argv[1]} vs tp=1\t{answers}\t-\t{'PASS' if ok else 'FAIL'}")
 EOF
 done
 
