@@ -79,9 +79,10 @@ int64_t generic_workspace_floats(const AttentionArgs& a, int num_splits);
 void launch_generic_attention(const AttentionArgs& a, int num_splits, float* workspace, cudaStream_t stream);
 
 // Tensor cores (mma.sync m16n8k16 BF16, F32 accumulation): Q, K, V and the
-// softmax weights P rounded to BF16 on their way into the tensor cores. 64
-// query rows of one q head per block, 64-key tiles (BF16 sources: two cp.async
-// stages). Shapes it takes: tensor_core_attention_supports(k.dim, v.dim);
+// softmax weights P rounded to BF16 on their way into the tensor cores. A
+// block takes 1-3 consecutive 64-row query tiles of one q head (3 up to
+// 128-wide heads, 2 for MLA's 192/128) that share each 64-key K/V tile
+// (three cp.async stages; docs/cuda-attention.md). Shapes it takes: tensor_core_attention_supports(k.dim, v.dim);
 // head dims must be multiples of 8 elements apart (16-byte row chunks).
 bool tensor_core_attention_supports(int k_dim, int v_dim);
 void launch_tensor_core_attention(const AttentionArgs& a, cudaStream_t stream);
