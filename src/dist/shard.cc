@@ -147,6 +147,24 @@ LinearWeight row_parallel(const LinearWeight& w, const ShardSpec& s, int64_t uni
   return r;
 }
 
+LinearWeight load_column_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s) {
+  if (!s.sharded()) return w.linear(name);
+  if (const auto features = w.mxfp4_features(name)) {
+    auto [b, e] = s.part(features->first, name + " (column-parallel units)");
+    return *w.mxfp4_part(name, WeightLoader::Features::Out, b, e);
+  }
+  return column_parallel(w.linear(name), s);
+}
+
+LinearWeight load_row_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s) {
+  if (!s.sharded()) return w.linear(name);
+  if (const auto features = w.mxfp4_features(name)) {
+    auto [b, e] = s.part(features->second, name + " (row-parallel units)");
+    return *w.mxfp4_part(name, WeightLoader::Features::In, b, e);
+  }
+  return row_parallel(w.linear(name), s);
+}
+
 LinearWeight zero_linear_like(const LinearWeight& w) {
   LinearWeight z = w;
   z.name = w.name + " (zero: owned by another rank)";

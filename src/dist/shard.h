@@ -12,6 +12,7 @@
 
 #include "dist/communicator.h"
 #include "quant/linear_weight.h"
+#include "quant/weight_loader.h"
 
 namespace mx {
 
@@ -45,6 +46,13 @@ LinearWeight column_parallel(const LinearWeight& w, const ShardSpec& s, int64_t 
 // Row-parallel: this rank's share of w's inputs (whole units of `unit`); the
 // bias stays on rank 0 only, so the all_reduce adds it once.
 LinearWeight row_parallel(const LinearWeight& w, const ShardSpec& s, int64_t unit = 1);
+
+// column_parallel(w.linear(name), s) / row_parallel(...), reading only this
+// rank's slice where the format allows it (MXFP4, WeightLoader::mxfp4_part):
+// a --load-format dummy source then makes only those bytes, so N ranks of a
+// full-width Kimi-K2.5 do not each make every expert whole. Same result.
+LinearWeight load_column_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s);
+LinearWeight load_row_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s);
 
 // A weight of w's shape and format whose every value is 0 (expert parallelism:
 // the stand-in for experts another rank owns, which contributes exactly 0).

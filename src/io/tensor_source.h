@@ -20,6 +20,15 @@ class TensorSource {
   virtual std::vector<std::string> names() const = 0;
   // Human-readable origin for messages ("/path/model-00001-of-00002.safetensors").
   virtual std::string file_of(const std::string& name) const = 0;
+  // Rows [begin, end) (the first dimension) / columns [begin, end) (the second
+  // of a 2-D tensor) of get(name), for a tensor-parallel rank that keeps only
+  // its slice. These defaults read the whole tensor (a view for rows, a copy
+  // for columns); a source that makes its tensors (--load-format dummy)
+  // overrides them to make only the slice. Throw InvalidArgument out of range.
+  virtual Tensor get_rows(const std::string& name, int64_t begin, int64_t end) const;
+  // The shape get(name) would have (default: get(name).shape()).
+  virtual Shape shape_of(const std::string& name) const { return get(name).shape(); }
+  virtual Tensor get_cols(const std::string& name, int64_t begin, int64_t end) const;
 };
 
 // A directory holding model.safetensors or model.safetensors.index.json + shards.

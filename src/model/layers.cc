@@ -41,9 +41,11 @@ Moe::Moe(const WeightLoader& w, const ModelConfig& c, const std::string& prefix,
                                       : std::pair<int64_t, int64_t>{0, c.n_routed_experts};
   auto expert = [&](int64_t e) {
     std::string p = prefix + ".experts." + std::to_string(e);
-    ExpertWeights x{w.linear(p + ".gate_proj"), w.linear(p + ".up_proj"), w.linear(p + ".down_proj")};
-    if (shard.expert_parallel) return x;
-    return ExpertWeights{column_parallel(x.gate, shard), column_parallel(x.up, shard), row_parallel(x.down, shard)};
+    if (shard.expert_parallel)
+      return ExpertWeights{w.linear(p + ".gate_proj"), w.linear(p + ".up_proj"), w.linear(p + ".down_proj")};
+    // Only this rank's slice of each expert is read (made, for dummy weights).
+    return ExpertWeights{load_column_parallel(w, p + ".gate_proj", shard), load_column_parallel(w, p + ".up_proj", shard),
+                         load_row_parallel(w, p + ".down_proj", shard)};
   };
   experts_.resize(size_t(c.n_routed_experts));
   for (int64_t e = owned_begin; e < owned_end; ++e) experts_[size_t(e)] = expert(e);

@@ -184,97 +184,125 @@ std::string DummyTensorSource::summary() const {
   return out + fmt::format("; other tensors: {}", int64_t(entries_.size()) - linear_tensors);
 }
 
-Tensor DummyTensorSource::get(const std::string& name) const {
+const DummyTensorSource::Entry& DummyTensorSource::entry(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) fail("dummy weights: the model asked for '{}', which the config does not describe", name);
-  const Entry& e = it->second;
+  return it->second;
+}
+
+DType DummyTensorSource::dtype_of(Kind kind) {
+  switch (kind) {
+    case Kind::Norm:
+    case Kind::Embedding:
+    case Kind::Dense:
+    case Kind::Int4Scale: return DType::BF16;
+    case Kind::CorrectionBias:
+    case Kind::Fp8Scale: return DType::F32;
+    case Kind::Mxfp4:
+    case Kind::Mxfp4Scale: return DType::U8;
+    case Kind::Int4:
+    case Kind::Int4Shape: return DType::I32;
+    case Kind::Fp8: return DType::F8E4M3;
+  }
+  fail("dummy weights: unknown kind");
+}
+
+// Elements [first, first + count) of the tensor in its flat (row-major) order,
+// written to out. Every value is a function of (seed, name, flat index) only,
+// so any slice equals the same slice of the whole tensor.
+void DummyTensorSource::fill(const std::string& name, const Entry& e, int64_t first, int64_t count,
+                             uint8_t* out) const {
   const Stream rng(seed_, name);
-  const int64_t n = shape_numel(e.shape);
   const double stddev = e.in_features > 0 ? synth::weight_stddev(e.in_features) : 0.0;
-  // Per-row blocks of the weight-scale tensors: scale column c of row r is
-  // block (r * cols + c); its factor is drawn from the scale tensor's stream.
-  auto bf16_normal = [&](double mean, double sd) {
-    Tensor t = Tensor::empty(DType::BF16, e.shape);
-    uint16_t* p = t.data<uint16_t>();
-    parallel_fill(n, [&](int64_t b, int64_t end) {
-      for (int64_t i = b; i < end; ++i) p[i] = f32_to_bf16(float(mean + sd * rng.normal(i)));
-    });
-    return t;
+  auto each = [&](auto* p, auto value) {
+    for (int64_t i = 0; i < count; ++i) p[i] = value(first + i);
   };
   switch (e.kind) {
-    case Kind::Norm: return bf16_normal(synth::kNormMean, synth::kNormStd);
-    case Kind::Embedding: return bf16_normal(0.0, synth::kEmbedStd);
-    case Kind::CorrectionBias: {
-      Tensor t = Tensor::empty(DType::F32, e.shape);
-      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = round_bf16(float(synth::kCorrectionBiasStd * rng.normal(i)));
-      return t;
-    }
+    case Kind::Norm:
+      return each(reinterpret_cast<uint16_t*>(out),
+                  [&](int64_t i) { return f32_to_bf16(float(synth::kNormMean + synth::kNormStd * rng.normal(i))); });
+    case Kind::Embedding:
+      return each(reinterpret_cast<uint16_t*>(out),
+                  [&](int64_t i) { return f32_to_bf16(float(synth::kEmbedStd * rng.normal(i))); });
+    case Kind::CorrectionBias:
+      return each(reinterpret_cast<float*>(out),
+                  [&](int64_t i) { return round_bf16(float(synth::kCorrectionBiasStd * rng.normal(i))); });
     case Kind::Dense: {  // std * block factor, factor per 32 consecutive values
-      Tensor t = Tensor::empty(DType::BF16, e.shape);
-      uint16_t* p = t.data<uint16_t>();
       const Stream factors(seed_, name + "#factor");
-      parallel_fill(n, [&](int64_t b, int64_t end) {
-        for (int64_t i = b; i < end; ++i)
-          p[i] = f32_to_bf16(float(rng.normal(i) * stddev * synth::block_factor(factors.uniform(i / synth::kFactorBlock))));
+      return each(reinterpret_cast<uint16_t*>(out), [&](int64_t i) {
+        return f32_to_bf16(float(rng.normal(i) * stddev * synth::block_factor(factors.uniform(i / synth::kFactorBlock))));
       });
-      return t;
     }
     case Kind::Mxfp4:
-    case Kind::Int4: {  // uniformly random codes, 8 bytes per draw
-      Tensor t = Tensor::empty(e.kind == Kind::Mxfp4 ? DType::U8 : DType::I32, e.shape);
-      uint8_t* p = t.raw();
-      const int64_t bytes = int64_t(t.nbytes());
-      parallel_fill(ceil_div(bytes, 8), [&](int64_t b, int64_t end) {
-        for (int64_t w = b; w < end; ++w) {
-          uint64_t v = rng.bits(w);
-          for (int64_t k = 0; k < 8 && w * 8 + k < bytes; ++k) p[w * 8 + k] = uint8_t(v >> (8 * k));
-        }
+    case Kind::Int4: {  // uniformly random codes, byte b from draw b / 8
+      const int64_t unit = int64_t(dtype_size(dtype_of(e.kind)));
+      const int64_t begin = first * unit, end = (first + count) * unit;
+      for (int64_t b = begin; b < end;) {
+        const uint64_t v = rng.bits(b / 8);
+        for (int64_t k = b % 8; k < 8 && b < end; ++k, ++b) out[b - begin] = uint8_t(v >> (8 * k));
+      }
+      return;
+    }
+    case Kind::Mxfp4Scale:  // 2^round(log2(std * factor / rms(codes))) as E8M0
+      return each(out, [&](int64_t i) {
+        const int ex = int(std::lround(std::log2(stddev * synth::block_factor(rng.uniform(i)) / kE2m1Rms)));
+        return uint8_t(std::clamp(ex + 127, 1, 254));
       });
-      return t;
-    }
-    case Kind::Mxfp4Scale: {  // 2^round(log2(std * factor / rms(codes))) as E8M0
-      // In parallel like the codes: a Kimi-K2.5 MoE layer has 530 M scales,
-      // which one thread took ~10 s to make.
-      Tensor t = Tensor::empty(DType::U8, e.shape);
-      uint8_t* p = t.data<uint8_t>();
-      parallel_fill(n, [&](int64_t b, int64_t end) {
-        for (int64_t i = b; i < end; ++i) {
-          const int ex = int(std::lround(std::log2(stddev * synth::block_factor(rng.uniform(i)) / kE2m1Rms)));
-          p[i] = uint8_t(std::clamp(ex + 127, 1, 254));
-        }
+    case Kind::Int4Scale:
+      return each(reinterpret_cast<uint16_t*>(out), [&](int64_t i) {
+        return f32_to_bf16(float(stddev * synth::block_factor(rng.uniform(i)) / kInt4Rms));
       });
-      return t;
-    }
-    case Kind::Int4Scale: {
-      Tensor t = Tensor::empty(DType::BF16, e.shape);
-      uint16_t* p = t.data<uint16_t>();
-      parallel_fill(n, [&](int64_t b, int64_t end) {
-        for (int64_t i = b; i < end; ++i) p[i] = f32_to_bf16(float(stddev * synth::block_factor(rng.uniform(i)) / kInt4Rms));
+    case Kind::Int4Shape:  // the shape tensor's values: [out, in]
+      return each(reinterpret_cast<int32_t*>(out),
+                  [&](int64_t i) { return int32_t(i == 0 ? e.group : e.in_features); });
+    case Kind::Fp8:
+      return each(out, [&](int64_t i) { return f32_to_fp8e4m3(float(kFp8Spread * rng.normal(i))); });
+    case Kind::Fp8Scale:
+      return each(reinterpret_cast<float*>(out), [&](int64_t i) {
+        return float(stddev * synth::block_factor(rng.uniform(i)) / kFp8Spread);
       });
-      return t;
-    }
-    case Kind::Int4Shape: {
-      Tensor t = Tensor::empty(DType::I32, {2});
-      t.data<int32_t>()[0] = int32_t(e.group);
-      t.data<int32_t>()[1] = int32_t(e.in_features);
-      return t;
-    }
-    case Kind::Fp8: {
-      Tensor t = Tensor::empty(DType::F8E4M3, e.shape);
-      uint8_t* p = t.raw();
-      parallel_fill(n, [&](int64_t b, int64_t end) {
-        for (int64_t i = b; i < end; ++i) p[i] = f32_to_fp8e4m3(float(kFp8Spread * rng.normal(i)));
-      });
-      return t;
-    }
-    case Kind::Fp8Scale: {
-      Tensor t = Tensor::empty(DType::F32, e.shape);
-      for (int64_t i = 0; i < n; ++i)
-        t.data<float>()[i] = float(stddev * synth::block_factor(rng.uniform(i)) / kFp8Spread);
-      return t;
-    }
   }
   fail("dummy weights: unknown kind for '{}'", name);
+}
+
+Tensor DummyTensorSource::get(const std::string& name) const {
+  const Entry& e = entry(name);
+  Tensor t = Tensor::empty(dtype_of(e.kind), e.shape);
+  const int64_t n = shape_numel(e.shape);
+  const size_t elem = dtype_size(t.dtype());
+  // Chunks of 65,536 values in parallel; a multiple of 8 bytes, so no code
+  // draw is split between chunks (each would still be right, only made twice).
+  parallel_fill(n, [&](int64_t b, int64_t end) { fill(name, e, b, end - b, t.raw() + size_t(b) * elem); });
+  return t;
+}
+
+Tensor DummyTensorSource::get_rows(const std::string& name, int64_t begin, int64_t end) const {
+  const Entry& e = entry(name);
+  if (e.shape.empty() || begin < 0 || begin > end || end > e.shape[0])
+    fail_input("dummy weights: rows [{}, {}) of '{}' {} are out of range", begin, end, name, shape_str(e.shape));
+  Shape shape = e.shape;
+  shape[0] = end - begin;
+  Tensor t = Tensor::empty(dtype_of(e.kind), shape);
+  const int64_t per_row = e.shape[0] ? shape_numel(e.shape) / e.shape[0] : 0, first = begin * per_row;
+  const size_t elem = dtype_size(t.dtype());
+  parallel_fill(shape_numel(shape), [&](int64_t b, int64_t en) {
+    fill(name, e, first + b, en - b, t.raw() + size_t(b) * elem);
+  });
+  return t;
+}
+
+Tensor DummyTensorSource::get_cols(const std::string& name, int64_t begin, int64_t end) const {
+  const Entry& e = entry(name);
+  if (e.shape.size() != 2 || begin < 0 || begin > end || end > e.shape[1])
+    fail_input("dummy weights: columns [{}, {}) of '{}' {} are out of range (2-D tensors only)", begin, end, name,
+               shape_str(e.shape));
+  const int64_t rows = e.shape[0], cols = e.shape[1], width = end - begin;
+  Tensor t = Tensor::empty(dtype_of(e.kind), {rows, width});
+  const size_t elem = dtype_size(t.dtype());
+  ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) fill(name, e, r * cols + begin, width, t.raw() + size_t(r * width) * elem);
+  });
+  return t;
 }
 
 }  // namespace mx

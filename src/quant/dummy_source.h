@@ -31,6 +31,11 @@ class DummyTensorSource : public TensorSource {
 
   bool has(const std::string& name) const override { return entries_.count(name) > 0; }
   Tensor get(const std::string& name) const override;
+  // Only the slice is made (a tensor-parallel rank's share), with the values
+  // the same slice of get(name) has.
+  Tensor get_rows(const std::string& name, int64_t begin, int64_t end) const override;
+  Tensor get_cols(const std::string& name, int64_t begin, int64_t end) const override;
+  Shape shape_of(const std::string& name) const override { return entry(name).shape; }
   std::vector<std::string> names() const override;
   std::string file_of(const std::string& name) const override;
 
@@ -46,6 +51,9 @@ class DummyTensorSource : public TensorSource {
     int64_t group = 0;        // INT4 group size
   };
   void add_linear(const std::string& name, int64_t out, int64_t in);
+  const Entry& entry(const std::string& name) const;
+  static DType dtype_of(Kind kind);
+  void fill(const std::string& name, const Entry& e, int64_t first, int64_t count, uint8_t* out) const;
   void add(const std::string& name, Kind kind, Shape shape) { entries_[prefix_ + name] = {kind, std::move(shape)}; }
   WeightFormat format_of(const std::string& full_name) const;
   void describe_llama(const ModelConfig& c);

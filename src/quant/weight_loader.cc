@@ -187,6 +187,52 @@ LinearWeight WeightLoader::linear(const std::string& name) const {
   return w;
 }
 
+std::optional<std::pair<int64_t, int64_t>> WeightLoader::mxfp4_features(const std::string& name) const {
+  const std::string base = resolve(name, ".weight");
+  if (base.empty() || !source_.has(base + ".weight_scale") || source_.has(base + ".weight_packed") ||
+      source_.has(base + ".weight_scale_inv") || source_.has(base + ".bias"))
+    return std::nullopt;
+  const std::string wname = base + ".weight", sname = base + ".weight_scale";
+  const Shape full = source_.shape_of(wname), full_scale = source_.shape_of(sname);
+  if (full.size() != 2 || full_scale.size() != 2) return std::nullopt;
+  const DType t = source_.get_rows(wname, 0, 0).dtype(), ts = source_.get_rows(sname, 0, 0).dtype();
+  if ((t != DType::U8 && t != DType::E2M1x2) || (ts != DType::U8 && ts != DType::E8M0)) return std::nullopt;
+  const int64_t out = full[0], in = full[1] * 2;
+  // Anything else is left to linear(), which reports it.
+  if (in % 32 != 0 || full_scale != Shape{out, in / 32}) return std::nullopt;
+  return std::pair<int64_t, int64_t>{out, in};
+}
+
+std::optional<LinearWeight> WeightLoader::mxfp4_part(const std::string& name, Features axis, int64_t begin,
+                                                     int64_t end) const {
+  const auto features = mxfp4_features(name);
+  if (!features) return std::nullopt;
+  const std::string base = resolve(name, ".weight");
+  const std::string wname = base + ".weight", sname = base + ".weight_scale";
+  const auto [out, in] = *features;
+  const int64_t total = axis == Features::Out ? out : in;
+  const int64_t group = axis == Features::Out ? 1 : 32;
+  if (begin < 0 || begin >= end || end > total || begin % group != 0 || end % group != 0)
+    fail_input("{}: {} features [{}, {}) of {} do not fall on whole {}-wide scale groups", base,
+               axis == Features::Out ? "output" : "input", begin, end, total, group);
+  LinearWeight w;
+  w.name = base;
+  w.format = WeightFormat::Mxfp4;
+  w.group_size = 32;
+  if (axis == Features::Out) {
+    w.out_features = end - begin, w.in_features = in;
+    w.weight = as_u8(source_.get_rows(wname, begin, end));
+    w.scale = as_u8(source_.get_rows(sname, begin, end));
+  } else {
+    w.out_features = out, w.in_features = end - begin;
+    w.weight = as_u8(source_.get_cols(wname, begin / 2, end / 2));
+    w.scale = as_u8(source_.get_cols(sname, begin / 32, end / 32));
+  }
+  cross_check(w);
+  w.quantize_input = spec_.method == QuantMethod::QuarkMxfp4 && spec_.dynamic_fp4_inputs;
+  return w;
+}
+
 void WeightLoader::cross_check(const LinearWeight& w) const {
   QuantMethod needed = QuantMethod::None;
   switch (w.format) {

@@ -7,7 +7,9 @@
 #pragma once
 #include <atomic>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/model_config.h"
@@ -38,6 +40,17 @@ class WeightLoader {
   // name: the Linear's prefix, e.g. "model.layers.3.mlp.experts.7.gate_proj"
   // (tensor_prefix is added by the loader). Throws naming the missing tensor.
   LinearWeight linear(const std::string& name) const;
+  // Output features (rows) or input features (columns) [begin, end) of an
+  // MXFP4 Linear, reading only those bytes (TensorSource::get_rows/get_cols:
+  // a dummy source makes only the slice). Equal to the same slice of
+  // linear(name). nullopt when the Linear is not MXFP4 (callers then read the
+  // whole weight and cut it); throws InvalidArgument for a cut inside a scale
+  // group or out of range.
+  enum class Features { Out, In };
+  std::optional<LinearWeight> mxfp4_part(const std::string& name, Features axis, int64_t begin, int64_t end) const;
+  // {out_features, in_features} of an MXFP4 Linear without reading its
+  // values; nullopt for other formats (or a bias, or shapes linear() refuses).
+  std::optional<std::pair<int64_t, int64_t>> mxfp4_features(const std::string& name) const;
   // A plain tensor (norm weights, embeddings, correction bias) by full name
   // without prefix, as stored.
   Tensor tensor(const std::string& name) const;
