@@ -13,6 +13,14 @@ using nlohmann::ordered_json;
 
 namespace {
 
+// obj[key] is the string `want`; false when missing or not a string
+// (json::value(key, "") throws type_error when the key holds an object:
+// fuzz_request found a tool whose "type" was an object ending the process).
+bool string_is(const json& obj, const char* key, const char* want) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() && it->get_ref<const std::string&>() == want;
+}
+
 constexpr int64_t kMaxN = 16;
 
 std::vector<std::string> read_stop(FieldReader& r) {
@@ -136,7 +144,7 @@ json normalize_content(const json& content, const std::string& where) {
   if (!content.is_array()) bad_request(where, "'{}' must be a string or a list of content parts", where);
   std::string text;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || !string_is(part, "type", "text") || !part.contains("text") || !part["text"].is_string())
       bad_request(where, "'{}' parts must be {{\"type\": \"text\", \"text\": ...}}; this server serves text only", where);
     text += part["text"].get<std::string>();
   }
@@ -178,7 +186,7 @@ void read_tools(FieldReader& r, bool& parse_tool_calls, bool& parallel) {
   if (tools) {
     if (!tools->is_array()) bad_request("tools", "'tools' must be a list");
     for (const auto& t : *tools)
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object() ||
+      if (!t.is_object() || !string_is(t, "type", "function") || !t.contains("function") || !t["function"].is_object() ||
           !t["function"].contains("name") || !t["function"]["name"].is_string())
         bad_request("tools", "each tool must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}");
   }

@@ -81,8 +81,13 @@ std::unique_ptr<ChatTemplate> load_chat_template(const std::filesystem::path& mo
       source = it->get<std::string>();
     } else if (it->is_array()) {
       // Named templates: [{"name": "default", "template": "..."}, ...]
-      for (const auto& entry : *it)
-        if (entry.value("name", "") == "default") source = entry.value("template", "");
+      for (const auto& entry : *it) {
+        // Non-string fields are skipped (json::value would throw type_error).
+        if (!entry.is_object()) continue;
+        const auto name = entry.find("name"), text = entry.find("template");
+        if (name != entry.end() && name->is_string() && *name == "default" && text != entry.end() && text->is_string())
+          source = text->get<std::string>();
+      }
     }
   }
   if (!source && fs::exists(model_dir / "chat_template.jinja")) source = read_file(model_dir / "chat_template.jinja");

@@ -133,6 +133,11 @@ CHAT_400 = {
     "top_logprobs huge": {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "top_logprobs": 10 ** 9},
     "max_completion_tokens huge": {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 2 ** 63 - 1},
     "temperature NaN string": {"messages": [{"role": "user", "content": "hi"}], "temperature": "NaN"},
+    # fuzz_request found these: a JSON object where a type string belongs
+    # threw nlohmann's type_error past the request parser.
+    "tool type an object": {"messages": [{"role": "user", "content": "hi"}],
+                            "tools": [{"type": {"role": "assistant"}, "function": {"name": "f"}}]},
+    "content part type an object": {"messages": [{"role": "user", "content": [{"type": {}, "text": "hi"}]}]},
 }
 
 
