@@ -147,22 +147,30 @@ LinearWeight row_parallel(const LinearWeight& w, const ShardSpec& s, int64_t uni
   return r;
 }
 
-LinearWeight load_column_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s) {
+namespace {
+
+// A Linear's share along `axis` (output features: column-parallel; input
+// features: row-parallel), read as that slice when the format allows it.
+LinearWeight load_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s,
+                           WeightLoader::Features axis) {
   if (!s.sharded()) return w.linear(name);
+  const bool out = axis == WeightLoader::Features::Out;
   if (const auto features = w.mxfp4_features(name)) {
-    auto [b, e] = s.part(features->first, name + " (column-parallel units)");
-    return *w.mxfp4_part(name, WeightLoader::Features::Out, b, e);
+    auto [b, e] = s.part(out ? features->first : features->second,
+                         name + (out ? " (column-parallel units)" : " (row-parallel units)"));
+    return *w.mxfp4_part(name, axis, b, e);
   }
-  return column_parallel(w.linear(name), s);
+  return out ? column_parallel(w.linear(name), s) : row_parallel(w.linear(name), s);
+}
+
+}  // namespace
+
+LinearWeight load_column_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s) {
+  return load_parallel(w, name, s, WeightLoader::Features::Out);
 }
 
 LinearWeight load_row_parallel(const WeightLoader& w, const std::string& name, const ShardSpec& s) {
-  if (!s.sharded()) return w.linear(name);
-  if (const auto features = w.mxfp4_features(name)) {
-    auto [b, e] = s.part(features->second, name + " (row-parallel units)");
-    return *w.mxfp4_part(name, WeightLoader::Features::In, b, e);
-  }
-  return row_parallel(w.linear(name), s);
+  return load_parallel(w, name, s, WeightLoader::Features::In);
 }
 
 LinearWeight zero_linear_like(const LinearWeight& w) {
