@@ -30,10 +30,14 @@
 #include "core/error.h"
 #include "cuda/attention/attention_kernels.h"
 #include "cuda/attention/kv_access.cuh"
+#include "cuda/attention/mma_sync.cuh"
 #include "cuda/attention/tensor_core_tuning.h"
 
 namespace mx::cuda {
 namespace {
+
+using attn::cp_async_commit, attn::cp_async_wait, attn::ldmatrix_x4, attn::ldmatrix_x4_trans, attn::mma_bf16,
+    attn::smem_addr;
 
 constexpr int kThreads = 128;
 constexpr int kKeys = 64;            // keys per tile
@@ -53,37 +57,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// Volatile like the ldmatrix loads, so the compiler keeps the written order
-// (fragments of a group, then its mma instructions) instead of hoisting every
-// load of a tile ahead of the math, which costs registers.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 // 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* global, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(global), "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Eight consecutive elements of a KV row as BF16 (unscaled for FP8).
 template <KvType T>
