@@ -31,6 +31,7 @@ class DebugFaultyModel : public CausalLM {
       fail("injected forward failure at step {} (--debug-fail-forward-at-step, a testing flag)", steps_);
     return inner_->forward(batch);
   }
+  void enable_step_graphs(const StepGraphConfig& config) override { inner_->enable_step_graphs(config); }
   std::string describe() const override { return inner_->describe() + fmt::format(", failing forward step {} (testing)", fail_at_step_); }
 
  private:

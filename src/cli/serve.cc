@@ -34,6 +34,7 @@ struct ServeOptions {
   std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
   int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64, http_read_timeout_s = 60;
   bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false, allow_long_max_model_len = false;
+  bool enforce_eager = false;
   int64_t max_num_seqs = 256, max_num_batched_tokens = 0, max_model_len = 0, block_size = 0, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
   int64_t debug_fail_forward_at_step = 0;  // testing only (cli/debug_faulty_model.h)
@@ -309,6 +310,7 @@ void serve(const ServeOptions& o) {
   ec.max_queued_requests = o.max_queued_requests;
   ec.sampler_device = o.sampling_device.empty() ? o.device : o.sampling_device;
   ec.device_index = load.device_index;
+  ec.step_graphs = !o.enforce_eager;
   Engine engine(*model, *tokenizer, ec);
   engine.start();
   const std::string name = !o.served_model_name.empty() ? o.served_model_name : !o.model.empty() ? o.model : kDefaultModelName;
@@ -354,6 +356,9 @@ Register reg([](CLI::App& app) {
   cmd->allow_extras();  // CLI11 2.1 refuses the two-letter short name -tp: it is read from the extras
   cmd->add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype, "KV cache storage: auto (= bf16), bf16, fp8 (e4m3, a scale per token) or f32 (reference)")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences running at once")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_flag("--enforce-eager", o->enforce_eager,
+                "with --device cuda: run every decode step op by op instead of replaying CUDA graphs recorded per "
+                "batch size (1, 2, 4, then multiples of 8 up to --max-num-seqs) and block-table width");
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
                   "tokens computed per step (prefill chunks + decodes); default 8192 on a GPU, 2048 on the cpu")
       ->check(CLI::PositiveNumber);

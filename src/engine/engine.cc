@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/log.h"
+#include "model/step_graphs.h"
 
 namespace mx {
 
@@ -33,6 +34,12 @@ Engine::Engine(CausalLM& model, const Tokenizer& tokenizer, EngineConfig config)
   for (int64_t id : model.config().eos_token_ids)
     if (std::find(eos_ids_.begin(), eos_ids_.end(), int32_t(id)) == eos_ids_.end()) eos_ids_.push_back(int32_t(id));
   model_.allocate_kv_cache(config.num_kv_blocks, config.block_size, config.kv_cache_dtype);
+  if (config.step_graphs) {
+    StepGraphConfig graphs;
+    graphs.batch_sizes = decode_graph_batch_sizes(config.max_num_seqs);
+    graphs.max_blocks_per_seq = (config.max_model_len + config.block_size - 1) / config.block_size;
+    model_.enable_step_graphs(graphs);
+  }
   metrics_.kv_blocks_total = config.num_kv_blocks;
 }
 

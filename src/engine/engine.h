@@ -39,6 +39,9 @@ struct EngineConfig {
   // registered by the binary ("cuda"), which then reads device-resident logits.
   std::string sampler_device = "cpu";
   int device_index = 0;
+  // Record decode steps as CUDA graphs where the model's backend can
+  // (model/step_graphs.h); --enforce-eager turns it off.
+  bool step_graphs = true;
 };
 
 // Thrown by submit() when the queue is full (the server answers 503).

@@ -16,6 +16,8 @@
 
 namespace mx {
 
+struct StepGraphConfig;  // model/step_graphs.h
+
 // Auto = BF16. F32 is a reference mode for tests and the golden comparisons.
 // FP8 is E4M3 with one F32 scale per token per layer (and per K / V).
 enum class KvCacheDtype { Auto, BF16, FP8, F32 };
@@ -76,6 +78,10 @@ class CausalLM {
   // The same logits left where the backend computed them (GPU memory on the
   // CUDA backend), for a sampler that runs there (engine/batch_sampler.h).
   virtual Tensor forward_resident(const ForwardBatch& batch) { return forward(batch); }
+  // Records decode steps as step graphs (CUDA graphs) where the backend can
+  // (model/step_graphs.h); call after allocate_kv_cache. Logits of a replayed
+  // step stay valid until the next forward. A no-op elsewhere.
+  virtual void enable_step_graphs(const StepGraphConfig& config) { (void)config; }
   // "DeepseekV3 (kimi_k25), 4 layers, mxfp4 experts (W4A4), cpu"
   virtual std::string describe() const = 0;
 };

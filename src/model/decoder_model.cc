@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "ops/backend_registry.h"
 #include "ops/profiling_ops.h"
@@ -68,12 +69,23 @@ int64_t DecoderModel::kv_bytes_per_token(KvCacheDtype dtype) const {
 void DecoderModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) {
   if (num_blocks <= 0 || block_size <= 0)
     fail_input("KV cache needs positive block count and size, got {} x {}", num_blocks, block_size);
-  for (DecoderLayer& l : layers_) l.attention->allocate(*ops_, num_blocks, block_size, kv_storage_dtype(dtype));
+  // A backend with step graphs gets one block more: the scratch block that
+  // padding sequences of a recorded decode step write (model/step_graphs.h).
+  const bool scratch = ops_->supports_step_graphs() && num_blocks < INT32_MAX;
+  for (DecoderLayer& l : layers_)
+    l.attention->allocate(*ops_, num_blocks + (scratch ? 1 : 0), block_size, kv_storage_dtype(dtype));
+  scratch_block_ = scratch ? int32_t(num_blocks) : -1;
   block_size_ = block_size;
   kv_allocated_ = true;
 }
 
-StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
+void DecoderModel::enable_step_graphs(const StepGraphConfig& config) {
+  if (!kv_allocated_) fail("enable_step_graphs called before allocate_kv_cache");
+  if (!ops_->supports_step_graphs() || scratch_block_ < 0 || config.batch_sizes.empty()) return;
+  graphs_ = config;
+}
+
+StepContext DecoderModel::make_step(const ForwardBatch& batch, int64_t table_width) const {
   const int64_t tokens = int64_t(batch.token_ids.size());
   if (int64_t(batch.positions.size()) != tokens)
     fail_input("forward: {} positions for {} tokens", batch.positions.size(), tokens);
@@ -81,6 +93,7 @@ StepContext DecoderModel::make_step(const ForwardBatch& batch) const {
   step.positions = batch.positions;
   step.attention.block_size = block_size_;
   step.decode.block_size = block_size_;
+  step.attention.table_width = step.decode.table_width = table_width;
   int64_t row = 0;
   for (const SequenceSlice& s : batch.seqs) {
     if (s.num_new_tokens < 0 || s.num_cached_tokens < 0) fail_input("forward: negative token counts in a sequence");
@@ -110,14 +123,79 @@ void DecoderModel::all_reduce(Tensor& x) {
 
 Tensor DecoderModel::forward(const ForwardBatch& batch) { return ops_->to_host(forward_resident(batch)); }
 
+namespace {
+
+// Logits only for the last new token of sequences that want them.
+std::vector<int64_t> logit_rows(const ForwardBatch& batch) {
+  std::vector<int64_t> rows;
+  int64_t row = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    row += s.num_new_tokens;
+    if (s.need_logits && s.num_new_tokens > 0) rows.push_back(row - 1);
+  }
+  return rows;
+}
+
+}  // namespace
+
 Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
   if (!kv_allocated_) fail("forward called before allocate_kv_cache");
-  StepContext step = make_step(batch);
+  if (graphs_)
+    if (std::optional<DecodeGraphPlan> plan = plan_decode_graph(batch, *graphs_, block_size_))
+      return forward_recorded(batch, *plan);
+  StepContext step = make_step(batch, 0);
+  const std::vector<int64_t> rows = logit_rows(batch);
+  ops_->begin_step();
+  prepare_step(batch, step, rows);
+  return run_layers(batch, step, rows);
+}
+
+Tensor DecoderModel::forward_recorded(const ForwardBatch& batch, const DecodeGraphPlan& plan) {
+  const ForwardBatch padded = pad_decode_batch(batch, plan, scratch_block_);
+  const StepContext step = make_step(padded, plan.table_width);
+  const std::vector<int64_t> rows = logit_rows(padded);
   Ops& ops = *ops_;
-  ops.begin_step();
+  ops.begin_static_step();
+  prepare_step(padded, step, rows);
+  Tensor out;
+  if (ops.replay_step(plan.key, out)) return out.slice_rows(0, plan.batch);
+  // The first step of a shape runs eagerly: it uploads weights and sets up
+  // what the ops create at first use, which a recording cannot contain.
+  // Recordings are capped: each holds its own instantiated kernels.
+  constexpr size_t kMaxRecordings = 64;
+  if (graph_failed_.count(plan.key) || graph_seen_.insert(plan.key).second || graph_recorded_ >= kMaxRecordings)
+    return run_layers(padded, step, rows).slice_rows(0, plan.batch);
+  const int64_t vocab = options_.shard.rank == 0 ? lm_head_.out_features : 0;
+  ops.begin_capture(plan.key, DType::F32, {plan.padded_batch, vocab});
+  try {
+    out = ops.end_capture(run_layers(padded, step, rows));
+    ++graph_recorded_;
+  } catch (const std::exception& e) {
+    ops.abort_capture();
+    graph_failed_.insert(plan.key);
+    log::warn("decode steps of {} sequences (table width {}) run without a CUDA graph: {}", plan.padded_batch,
+              plan.table_width, e.what());
+    out = run_layers(padded, step, rows);
+  }
+  return out.slice_rows(0, plan.batch);
+}
+
+void DecoderModel::prepare_step(const ForwardBatch& batch, const StepContext& step,
+                                const std::vector<int64_t>& logit_rows) {
+  Ops& ops = *ops_;
   ops.prepare(step.positions);
+  ops.prepare(batch.token_ids);
   ops.prepare(step.attention);
-  if (!step.decode.seqs.empty()) ops.prepare(step.decode);
+  if (!step.decode.seqs.empty()) {
+    ops.prepare(step.decode);
+    ops.prepare(step.decode_rows);
+  }
+  ops.prepare(logit_rows);
+}
+
+Tensor DecoderModel::run_layers(const ForwardBatch& batch, const StepContext& step,
+                                const std::vector<int64_t>& rows) {
+  Ops& ops = *ops_;
   const float eps = float(config_.rms_norm_eps);
   Tensor x = ops.embedding(embed_, batch.token_ids);
   Tensor h = ops.rms_norm(x, layers_.front().input_norm, eps);
@@ -132,13 +210,6 @@ Tensor DecoderModel::forward_resident(const ForwardBatch& batch) {
     all_reduce(y);
     const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
     h = ops.add_rms_norm(x, y, next_norm, eps);
-  }
-  // Logits only for the last new token of sequences that want them.
-  std::vector<int64_t> rows;
-  int64_t row = 0;
-  for (const SequenceSlice& s : batch.seqs) {
-    row += s.num_new_tokens;
-    if (s.need_logits && s.num_new_tokens > 0) rows.push_back(row - 1);
   }
   // Every rank holds the same h; only rank 0 (which samples) needs logits.
   if (options_.shard.rank != 0) return ops.empty(DType::F32, {int64_t(rows.size()), 0});

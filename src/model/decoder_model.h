@@ -5,12 +5,15 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "io/tensor_source.h"
 #include "model/causal_lm.h"
 #include "model/layers.h"
+#include "model/step_graphs.h"
 
 namespace mx {
 
@@ -29,6 +32,7 @@ class DecoderModel : public CausalLM {
   void allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) override;
   Tensor forward(const ForwardBatch& batch) override;
   Tensor forward_resident(const ForwardBatch& batch) override;
+  void enable_step_graphs(const StepGraphConfig& config) override;
   std::string describe() const override;
 
  protected:
@@ -52,12 +56,24 @@ class DecoderModel : public CausalLM {
   std::string weight_summary_;
 
  private:
-  StepContext make_step(const ForwardBatch& batch) const;
+  // table_width: AttentionMeta::table_width (a static step's).
+  StepContext make_step(const ForwardBatch& batch, int64_t table_width) const;
+  // Uploads the step's host data once (Ops::prepare), in a fixed order.
+  void prepare_step(const ForwardBatch& batch, const StepContext& step, const std::vector<int64_t>& logit_rows);
+  // Embedding, layers, final norm and the LM head over rows logit_rows.
+  Tensor run_layers(const ForwardBatch& batch, const StepContext& step, const std::vector<int64_t>& logit_rows);
+  // A decode step through a step graph: replayed, recorded, or (the first time
+  // a shape is seen, or when recording failed) run eagerly as a static step.
+  Tensor forward_recorded(const ForwardBatch& batch, const DecodeGraphPlan& plan);
   // Completes a row-parallel block's partial sums across ranks (a no-op
   // unsharded), marked as the region "all_reduce" for --profile-ops.
   void all_reduce(Tensor& x);
   int64_t block_size_ = 0;
   bool kv_allocated_ = false;
+  std::optional<StepGraphConfig> graphs_;
+  int32_t scratch_block_ = -1;  // the KV block padding sequences write (graphs only)
+  std::set<uint64_t> graph_seen_, graph_failed_;
+  size_t graph_recorded_ = 0;
 };
 
 std::unique_ptr<CausalLM> make_llama(ModelConfig config, const LoadOptions& options,

@@ -14,6 +14,7 @@
 #include "dist/node_group.h"
 #include "dist/rank_workers.h"
 #include "dist/wire.h"
+#include "model/step_graphs.h"
 
 namespace mx {
 
@@ -25,7 +26,24 @@ enum Command : uint32_t {
   kAllocateKv,
   kForward,
   kShutdown,
+  kEnableStepGraphs,
 };
+
+std::string encode_graphs(const StepGraphConfig& c) {
+  wire::Writer w;
+  w.vec(c.batch_sizes);
+  w.pod(c.max_blocks_per_seq);
+  return w.take();
+}
+
+StepGraphConfig decode_graphs(const std::string& bytes) {
+  wire::Reader r(bytes, "step graph config");
+  StepGraphConfig c;
+  c.batch_sizes = r.vec<int64_t>();
+  c.max_blocks_per_seq = r.pod<int64_t>();
+  r.finish();
+  return c;
+}
 
 std::string encode_batch(const ForwardBatch& batch) {
   wire::Writer w;
@@ -206,6 +224,12 @@ class ParallelCausalLM : public CausalLM {
     w.pod(KvRequest{num_blocks, block_size, dtype});
     guarded(kAllocateKv, w.bytes(), [&](int r) { ranks_.model(r).allocate_kv_cache(num_blocks, block_size, dtype); });
   }
+  // Every rank records the same steps (the same batches reach all ranks), so
+  // their collectives stay in step whether a rank replays or runs eagerly.
+  void enable_step_graphs(const StepGraphConfig& config) override {
+    guarded(kEnableStepGraphs, nodes_ ? encode_graphs(config) : std::string(),
+            [&](int r) { ranks_.model(r).enable_step_graphs(config); });
+  }
   Tensor forward(const ForwardBatch& batch) override { return forward_step(batch, false); }
   // Rank 0's logits where it computed them (GPU memory on the CUDA backend),
   // for a sampler on the same device: it waits for the device before reading
@@ -356,6 +380,7 @@ void run_worker_node(const std::filesystem::path& model_dir, const LoadOptions& 
     std::function<void(int)> job;
     ForwardBatch batch;
     KvRequest kv{};
+    StepGraphConfig graphs;
     if (command.tag == kLoad) {
       job = [&](int r) { ranks.load_rank(r, model_dir, options); };
     } else if (command.tag == kAllocateKv) {
@@ -363,6 +388,9 @@ void run_worker_node(const std::filesystem::path& model_dir, const LoadOptions& 
       kv = r.pod<KvRequest>();
       r.finish();
       job = [&](int rank) { ranks.model(rank).allocate_kv_cache(kv.num_blocks, kv.block_size, kv.dtype); };
+    } else if (command.tag == kEnableStepGraphs) {
+      graphs = decode_graphs(command.payload);
+      job = [&](int rank) { ranks.model(rank).enable_step_graphs(graphs); };
     } else if (command.tag == kForward) {
       batch = decode_batch(command.payload);
       job = [&, step = steps++](int r) {

@@ -71,6 +71,10 @@ struct AttentionMeta {
   int64_t block_size = 0;
   std::vector<AttentionSeq> seqs;
   std::vector<int64_t> slots;  // per new token: block * block_size + offset
+  // > 0 in a static step (step graphs): the device block tables are this many
+  // entries wide and kernels plan for contexts up to table_width * block_size
+  // (0: the longest table the step needs).
+  int64_t table_width = 0;
 };
 
 class Ops {
@@ -90,8 +94,33 @@ class Ops {
   // recognize it by address until the next begin_step(). Both are hints: an op
   // called with metadata that was never prepared must still be correct.
   virtual void begin_step() {}
-  virtual void prepare(const std::vector<int32_t>& positions) { (void)positions; }
+  // Index vectors: positions, token ids (int32), row lists (int64).
+  virtual void prepare(const std::vector<int32_t>& values) { (void)values; }
+  virtual void prepare(const std::vector<int64_t>& values) { (void)values; }
   virtual void prepare(const AttentionMeta& meta) { (void)meta; }
+
+  // ---- step graphs (CUDA graphs; docs/cuda-graphs.md) ----
+  // A backend that supports them can record the ops of a step once and
+  // replay the recording for later steps of the same shapes. The model drives
+  // it (model/step_graphs.h): begin_static_step() instead of begin_step(),
+  // the same prepare() calls in the same order (a static step puts their data
+  // at the same device addresses every time), then either replay_step(key) or
+  // begin_capture(key) / the ops / end_capture(). During a capture no op may
+  // need host data that was not prepared (the backend throws, the model
+  // calls abort_capture() and runs the step eagerly).
+  virtual bool supports_step_graphs() const { return false; }
+  virtual void begin_static_step() { begin_step(); }
+  // Replays the recording of `key` (its output: out); false when there is none
+  // or this step's prepares do not match the recorded ones.
+  virtual bool replay_step(uint64_t key, Tensor& out) {
+    (void)key, (void)out;
+    return false;
+  }
+  // out_dtype/out_shape: the recorded step's result, kept in a buffer of the
+  // recording that end_capture() returns (valid until the next step).
+  virtual void begin_capture(uint64_t key, DType out_dtype, Shape out_shape) { (void)key, (void)out_dtype, (void)out_shape; }
+  virtual Tensor end_capture(Tensor out) { return out; }
+  virtual void abort_capture() {}
 
   // ---- profiling (--profile-ops, ops/profiling_ops.h) ----
   // A clock on which this backend's work can be timed (op_clock.h); the host

@@ -57,7 +57,8 @@ class ProfilingOps : public Ops {
   Tensor empty(DType dtype, Shape shape) override { return inner_->empty(dtype, std::move(shape)); }
   Tensor to_host(const Tensor& t) override;
   void begin_step() override;
-  void prepare(const std::vector<int32_t>& positions) override { inner_->prepare(positions); }
+  void prepare(const std::vector<int32_t>& values) override { inner_->prepare(values); }
+  void prepare(const std::vector<int64_t>& values) override { inner_->prepare(values); }
   void prepare(const AttentionMeta& meta) override;
   std::unique_ptr<OpClock> make_clock() override { return inner_->make_clock(); }
   void begin_region(const char* name) override;

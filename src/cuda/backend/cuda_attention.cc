@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 #include "cuda/attention/attention_kernels.h"
 #include "cuda/attention/mla_decode.h"
 #include "cuda/backend/device_memory.h"
+#include "cuda/backend/step_graphs.h"
 
 namespace mx::cuda {
 
@@ -74,12 +76,19 @@ KvView dense_view(const Tensor& t) {
   return v;
 }
 
-std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, cudaStream_t stream) {
+// upload(host bytes, keep) -> their device address (CudaAttention::upload).
+using Uploader = std::function<const uint8_t*(const std::vector<uint8_t>&, Tensor&)>;
+
+std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, const Uploader& upload) {
   auto d = std::make_unique<DeviceAttentionMeta>();
   const int64_t bs = meta.block_size;
   MX_CHECK(bs > 0, "AttentionMeta: block_size {} must be positive", bs);
   const size_t n = meta.seqs.size();
-  size_t max_blocks = 1;
+  // A static step's tables have a fixed width (and its kernels plan for the
+  // longest context that width holds), so a recording replays for any
+  // contexts up to it.
+  MX_CHECK(meta.table_width >= 0, "AttentionMeta: table width {}", meta.table_width);
+  size_t max_blocks = std::max<size_t>(1, size_t(meta.table_width));
   int32_t rows = 0;
   for (const AttentionSeq& s : meta.seqs) {
     MX_CHECK(s.q_begin >= 0 && s.num_new >= 0 && s.num_cached >= 0, "AttentionMeta: sequence q_begin {} num_new {} "
@@ -135,12 +144,9 @@ std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, cuda
   }
   std::copy(token_seq.begin(), token_seq.end(), seq_of);
   std::copy(tiles.begin(), tiles.end(), q_tiles);
+  if (meta.table_width > 0) d->max_context = std::max(d->max_context, int32_t(max_blocks * size_t(bs)));
 
-  d->buffer = device_empty(DType::U8, {int64_t(host.size())}, stream);
-  if (!host.empty())
-    check_cuda(cudaMemcpyAsync(d->buffer.raw(), host.data(), host.size(), cudaMemcpyHostToDevice, stream), "prepare",
-               "cudaMemcpyAsync(metadata)");
-  const uint8_t* base = d->buffer.raw();
+  const uint8_t* base = upload(host, d->buffer);
   const ptrdiff_t ints_at = ptrdiff_t(slot_bytes);
   auto dev = [&](const int32_t* host_ptr) {
     return reinterpret_cast<const int32_t*>(base + ints_at + (reinterpret_cast<const uint8_t*>(host_ptr) -
@@ -182,7 +188,20 @@ void CudaAttention::begin_step() {
   adhoc_.reset();
 }
 
-void CudaAttention::prepare(const AttentionMeta& meta) { prepared_[&meta] = upload_meta(meta, stream_); }
+const uint8_t* CudaAttention::upload(const void* host, size_t bytes, Tensor& keep, const char* op) {
+  if (graphs_) return graphs_->upload(host, bytes, keep, op);
+  require_not_capturing(stream_, op);
+  keep = device_empty(DType::U8, {int64_t(std::max<size_t>(bytes, 1))}, stream_);
+  if (bytes)
+    check_cuda(cudaMemcpyAsync(keep.raw(), host, bytes, cudaMemcpyHostToDevice, stream_), op, "cudaMemcpyAsync");
+  return keep.data<uint8_t>();
+}
+
+void CudaAttention::prepare(const AttentionMeta& meta) {
+  prepared_[&meta] = upload_meta(meta, [&](const std::vector<uint8_t>& host, Tensor& keep) {
+    return upload(host.data(), host.size(), keep, "prepare");
+  });
+}
 
 const DeviceAttentionMeta& CudaAttention::device_meta(const AttentionMeta& meta) {
   auto it = prepared_.find(&meta);
@@ -191,7 +210,9 @@ const DeviceAttentionMeta& CudaAttention::device_meta(const AttentionMeta& meta)
   if (it != prepared_.end() && it->second->host_slots == meta.slots.data() &&
       it->second->num_slots == meta.slots.size() && it->second->num_seqs == meta.seqs.size())
     return *it->second;
-  adhoc_ = upload_meta(meta, stream_);
+  adhoc_ = upload_meta(meta, [&](const std::vector<uint8_t>& host, Tensor& keep) {
+    return upload(host.data(), host.size(), keep, "paged_attention");
+  });
   return *adhoc_;
 }
 
@@ -245,10 +266,7 @@ void CudaAttention::store_kv(KvLayerCache& cache, const Tensor& k, const Tensor&
   if (const DeviceAttentionMeta* d = find_prepared_slots(slots)) {
     d_slots = d->slots;
   } else {
-    uploaded = device_empty(DType::I64, {tokens}, stream_);
-    check_cuda(cudaMemcpyAsync(uploaded.raw(), slots.data(), size_t(tokens) * 8, cudaMemcpyHostToDevice, stream_), op,
-               "cudaMemcpyAsync(slots)");
-    d_slots = uploaded.data<int64_t>();
+    d_slots = reinterpret_cast<const int64_t*>(upload(slots.data(), size_t(tokens) * 8, uploaded, op));
   }
   KvView kv = cache_view(cache, false);
   launch_store_kv(k.data<float>(), tokens, d_slots, kv, stream_);
@@ -279,10 +297,7 @@ Tensor CudaAttention::gather_cached_k(const KvLayerCache& cache, const std::vect
   const int32_t* d_table = find_prepared_block_table(block_table);
   Tensor uploaded;
   if (!d_table) {
-    uploaded = device_empty(DType::I32, {blocks}, stream_);
-    check_cuda(cudaMemcpyAsync(uploaded.raw(), block_table.data(), size_t(blocks) * 4, cudaMemcpyHostToDevice, stream_),
-               op, "cudaMemcpyAsync(block table)");
-    d_table = uploaded.data<int32_t>();
+    d_table = reinterpret_cast<const int32_t*>(upload(block_table.data(), size_t(blocks) * 4, uploaded, op));
   }
   launch_gather_kv(cache_view(cache, false), d_table, int32_t(bs), num_tokens, out.data<float>(), stream_);
   check_launch(op);

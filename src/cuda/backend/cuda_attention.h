@@ -27,6 +27,7 @@ namespace mx::cuda {
 // new tokens' slots. Kernels index these; the host copy drives launch shapes.
 struct DeviceAttentionMeta;
 struct AttentionArgs;
+class StepGraphs;
 
 // Which attention kernel runs (docs/cuda-attention.md). Auto: MLA decode
 // batches (latent BF16/FP8 cache of 576/512, one new token per sequence, the
@@ -47,6 +48,9 @@ class CudaAttention {
   // MlaDecode fall back to Generic where their kernel does not take the shape).
   void set_kernel(AttentionKernel k) { kernel_ = k; }
 
+  // Where the step's metadata goes (CudaOps's StepGraphs: fixed addresses in
+  // a static step); without it, fresh buffers.
+  void set_step_graphs(StepGraphs* graphs) { graphs_ = graphs; }
   void begin_step();
   void prepare(const AttentionMeta& meta);
 
@@ -67,10 +71,13 @@ class CudaAttention {
   bool use_mla_decode(const KvLayerCache& cache, const DeviceAttentionMeta& d) const;
   void run_mla_decode(const AttentionArgs& args, const KvLayerCache& cache, const DeviceAttentionMeta& d);
   void check_launch(const char* op);
+  // A device copy of host bytes (StepGraphs::upload; `keep` owns a fresh one).
+  const uint8_t* upload(const void* host, size_t bytes, Tensor& keep, const char* op);
 
   cudaStream_t stream_;
   bool poison_;
   AttentionKernel kernel_ = AttentionKernel::Auto;
+  StepGraphs* graphs_ = nullptr;
   int num_sms_ = 132;
   std::map<const AttentionMeta*, std::unique_ptr<DeviceAttentionMeta>> prepared_;
   std::unique_ptr<DeviceAttentionMeta> adhoc_;

@@ -25,6 +25,10 @@ bool is_bf16_or_f32(const Tensor& w) { return w.dtype() == DType::BF16 || w.dtyp
 
 float* f32(const Tensor& t) { return reinterpret_cast<float*>(t.raw()); }
 
+// cuBLAS's recommended workspace on Hopper (its GEMMs must not allocate while
+// a step graph is captured).
+constexpr int64_t kCublasWorkspaceBytes = int64_t(32) << 20;
+
 }  // namespace
 
 CudaOps::StreamOwner::StreamOwner(int device) {
@@ -59,7 +63,12 @@ CudaOps::CudaOps(ActivationMode mode, CudaOpsOptions options)
       cublas_owner_(stream_),
       cublas_(cublas_owner_.handle),
       cpu_(make_cpu_ops(mode)),
-      attention_(stream_, options.poison_outputs) {
+      attention_(stream_, options.poison_outputs),
+      graphs_(stream_) {
+  cublas_workspace_ = device_persistent(DType::U8, {kCublasWorkspaceBytes}, "cuBLAS workspace");
+  if (cublasSetWorkspace(cublas_, cublas_workspace_.raw(), size_t(kCublasWorkspaceBytes)) != CUBLAS_STATUS_SUCCESS)
+    fail("CUDA backend: cublasSetWorkspace failed");
+  attention_.set_step_graphs(&graphs_);
   // The reference numerics take the CUDA-core attention (F32 math) rather
   // than the BF16 tensor-core kernel.
   attention_.set_kernel(options_.attention_kernel);
@@ -94,18 +103,40 @@ std::unique_ptr<OpClock> CudaOps::make_clock() { return std::make_unique<CudaEve
 Tensor CudaOps::to_device(const Tensor& t) { return on_device(t) ? t : copy_to_device(t, stream_); }
 
 void CudaOps::begin_step() {
-  prepared_positions_ = nullptr;
-  prepared_positions_size_ = 0;
-  positions_ = Tensor();
+  prepared_index_.clear();
   attention_.begin_step();
+  graphs_.begin_step(false);
 }
 
-void CudaOps::prepare(const std::vector<int32_t>& positions) {
-  Tensor host = Tensor::empty(DType::I32, {int64_t(positions.size())});
-  std::copy(positions.begin(), positions.end(), host.data<int32_t>());
-  positions_ = copy_to_device(host, stream_);
-  prepared_positions_ = &positions;
-  prepared_positions_size_ = positions.size();
+void CudaOps::begin_static_step() {
+  prepared_index_.clear();
+  attention_.begin_step();
+  graphs_.begin_step(true);
+}
+
+void CudaOps::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
+  graphs_.begin_capture(key, out_dtype, std::move(out_shape));
+}
+
+void CudaOps::prepare_index(const void* host, size_t count, size_t elem) {
+  PreparedIndex p{host, count, elem, nullptr, Tensor()};
+  p.device = graphs_.upload(host, count * elem, p.keep, "prepare");
+  prepared_index_.push_back(std::move(p));
+}
+
+void CudaOps::prepare(const std::vector<int32_t>& values) { prepare_index(values.data(), values.size(), 4); }
+void CudaOps::prepare(const std::vector<int64_t>& values) { prepare_index(values.data(), values.size(), 8); }
+
+const void* CudaOps::step_data(const void* host, size_t count, size_t elem, Tensor& keep, const char* op) {
+  for (const PreparedIndex& p : prepared_index_)
+    if (p.host == host && p.count == count && p.elem == elem && count) return p.device;
+  return graphs_.upload(host, count * elem, keep, op);
+}
+
+const int64_t* CudaOps::device_rows(const std::vector<int64_t>& rows, int64_t limit, Tensor& keep, const char* op) {
+  for (int64_t r : rows)
+    if (r < 0 || r >= limit) fail_input("{}: row {} outside [0, {})", op, r, limit);
+  return static_cast<const int64_t*>(step_data(rows.data(), rows.size(), 8, keep, op));
 }
 
 void CudaOps::prepare(const AttentionMeta& meta) {
@@ -128,14 +159,6 @@ const Tensor& CudaOps::device_weight(const Tensor& w, const char* op, bool force
   return it->second.device;
 }
 
-Tensor CudaOps::upload_indices(const std::vector<int64_t>& rows, int64_t limit, const char* op) {
-  for (int64_t r : rows)
-    if (r < 0 || r >= limit) fail_input("{}: row {} outside [0, {})", op, r, limit);
-  Tensor host(std::make_shared<HeapStorage>(rows.size() * sizeof(int64_t)), 0, DType::I64, {int64_t(rows.size())});
-  std::copy(rows.begin(), rows.end(), host.data<int64_t>());
-  return copy_to_device(host, stream_);
-}
-
 // In-place ops on a host tensor (tests, or callers that did not allocate with
 // empty()): run on a device copy, then copy the result back.
 template <typename F>
@@ -156,11 +179,10 @@ Tensor CudaOps::embedding(const Tensor& table, const std::vector<int32_t>& ids) 
   for (int32_t id : ids)
     if (id < 0 || id >= vocab) fail_input("token id {} is outside the vocabulary [0, {})", id, vocab);
   const Tensor& t = device_weight(table, "embedding");
-  Tensor hids = Tensor::empty(DType::I32, {tokens});
-  std::copy(ids.begin(), ids.end(), hids.data<int32_t>());
-  Tensor dids = copy_to_device(hids, stream_);
+  Tensor keep;
+  const auto* dids = static_cast<const int32_t*>(step_data(ids.data(), ids.size(), 4, keep, "embedding"));
   Tensor out = fresh(DType::F32, {tokens, d});
-  launch_embedding(t.raw(), t.dtype() == DType::BF16, dids.data<int32_t>(), tokens, d, f32(out), stream_);
+  launch_embedding(t.raw(), t.dtype() == DType::BF16, dids, tokens, d, f32(out), stream_);
   check_launch("embedding");
   return out;
 }
@@ -214,12 +236,8 @@ void CudaOps::rope_inplace(Tensor& x, const std::vector<int32_t>& positions, con
   MX_CHECK(int64_t(rope.inv_freq.size()) == half, "rope: {} inverse frequencies for rotary_dim {}",
            rope.inv_freq.size(), rope.rotary_dim);
   // The step's positions were uploaded by prepare(); anything else is uploaded here.
-  Tensor pos = positions_;
-  if (!(prepared_positions_ == &positions && prepared_positions_size_ == positions.size() && pos.defined())) {
-    Tensor h = Tensor::empty(DType::I32, {rows});
-    std::copy(positions.begin(), positions.end(), h.data<int32_t>());
-    pos = copy_to_device(h, stream_);
-  }
+  Tensor keep;
+  const auto* pos = static_cast<const int32_t*>(step_data(positions.data(), positions.size(), 4, keep, "rope"));
   auto it = rope_freqs_.find(rope.inv_freq);
   if (it == rope_freqs_.end()) {
     Tensor h = Tensor::from_f32(rope.inv_freq, {half});
@@ -227,7 +245,7 @@ void CudaOps::rope_inplace(Tensor& x, const std::vector<int32_t>& positions, con
     check_cuda(cudaStreamSynchronize(stream_), "rope", "frequency upload");
   }
   update_in_place(x, [&](Tensor& dx) {
-    launch_rope(f32(dx), pos.data<int32_t>(), f32(it->second), rows, d, heads, head_stride, offset, half,
+    launch_rope(f32(dx), pos, f32(it->second), rows, d, heads, head_stride, offset, half,
                 rope.style == RopeTable::Style::Interleaved, rope.attention_factor, stream_);
     check_launch("rope_inplace");
   });
@@ -257,12 +275,13 @@ Tensor CudaOps::slice_cols(const Tensor& x_in, int64_t groups, int64_t begin, in
 
 Tensor CudaOps::gather_rows(const Tensor& x_in, const std::vector<int64_t>& rows) {
   const int64_t n = activation_rows(x_in, "gather_rows"), d = row_width(x_in);
-  Tensor idx = upload_indices(rows, n, "gather_rows");
+  Tensor keep;
+  const int64_t* idx = device_rows(rows, n, keep, "gather_rows");
   Tensor x = to_device(x_in);
   Shape s = x.shape();
   s[0] = int64_t(rows.size());
   Tensor out = fresh(DType::F32, s);
-  launch_gather_rows(f32(x), idx.data<int64_t>(), int64_t(rows.size()), d, f32(out), stream_);
+  launch_gather_rows(f32(x), idx, int64_t(rows.size()), d, f32(out), stream_);
   check_launch("gather_rows");
   return out;
 }
@@ -271,10 +290,11 @@ void CudaOps::scatter_rows(Tensor& dst, const std::vector<int64_t>& rows, const 
   const int64_t n = activation_rows(dst, "scatter_rows"), d = row_width(dst);
   MX_CHECK(src_in.numel() == int64_t(rows.size()) * d, "scatter_rows: {} rows of {} into {}", rows.size(),
            src_in.describe(), dst.describe());
-  Tensor idx = upload_indices(rows, n, "scatter_rows");
+  Tensor keep;
+  const int64_t* idx = device_rows(rows, n, keep, "scatter_rows");
   Tensor src = to_device(src_in);
   update_in_place(dst, [&](Tensor& dd) {
-    launch_scatter_rows(f32(dd), idx.data<int64_t>(), int64_t(rows.size()), d, f32(src), stream_);
+    launch_scatter_rows(f32(dd), idx, int64_t(rows.size()), d, f32(src), stream_);
     check_launch("scatter_rows");
   });
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cuda/backend/cuda_attention.h"
+#include "cuda/backend/step_graphs.h"
 #include "cuda/mxfp4_kernels.h"
 #include "ops/ops.h"
 
@@ -69,8 +70,17 @@ class CudaOps : public Ops {
   Tensor empty(DType dtype, Shape shape) override;
   Tensor to_host(const Tensor& t) override;
   void begin_step() override;
-  void prepare(const std::vector<int32_t>& positions) override;
+  void prepare(const std::vector<int32_t>& values) override;
+  void prepare(const std::vector<int64_t>& values) override;
   void prepare(const AttentionMeta& meta) override;
+
+  // Step graphs (step_graphs.h).
+  bool supports_step_graphs() const override { return !options_.cpu_attention; }
+  void begin_static_step() override;
+  bool replay_step(uint64_t key, Tensor& out) override { return graphs_.replay(key, out); }
+  void begin_capture(uint64_t key, DType out_dtype, Shape out_shape) override;
+  Tensor end_capture(Tensor out) override { return graphs_.end_capture(std::move(out)); }
+  void abort_capture() override { graphs_.abort_capture(); }
   // CUDA events on this backend's stream (cuda_op_clock.h).
   std::unique_ptr<OpClock> make_clock() override;
 
@@ -130,7 +140,11 @@ class CudaOps : public Ops {
   // other dtypes to F32 first (BF16/F32 are kept as they are unless forced).
   const Tensor& device_weight(const Tensor& w, const char* op, bool force_f32 = false);
   const CachedLinear& device_linear(const LinearWeight& w);
-  Tensor upload_indices(const std::vector<int64_t>& rows, int64_t limit, const char* op);
+  // A prepared index vector's device copy (recognized by address and
+  // length), else an upload of it (which throws inside a capture).
+  const void* step_data(const void* host, size_t count, size_t elem, Tensor& keep, const char* op);
+  const int64_t* device_rows(const std::vector<int64_t>& rows, int64_t limit, Tensor& keep, const char* op);
+  void prepare_index(const void* host, size_t count, size_t elem);
   template <typename F>
   void update_in_place(Tensor& x, F&& f);
   void check_launch(const char* op);
@@ -164,11 +178,18 @@ class CudaOps : public Ops {
   std::map<const uint8_t*, CachedLinear> linears_;
   std::map<const uint8_t*, std::unique_ptr<PackedMoe>> moes_;
   std::map<std::vector<float>, Tensor> rope_freqs_;
-  // prepare(positions): the step's positions on the device, recognized by the
-  // host vector's address and length until begin_step().
-  const std::vector<int32_t>* prepared_positions_ = nullptr;
-  size_t prepared_positions_size_ = 0;
-  Tensor positions_;
+  Tensor cublas_workspace_;  // fixed, so cuBLAS allocates nothing inside a capture
+  // Declared after the stream owner: destroyed (recordings, capture) before it.
+  StepGraphs graphs_;
+  // prepare(values): the step's index vectors on the device, recognized by the
+  // host vector's address and length until the next step begins.
+  struct PreparedIndex {
+    const void* host;
+    size_t count, elem;
+    const void* device;
+    Tensor keep;
+  };
+  std::vector<PreparedIndex> prepared_index_;
 };
 
 std::unique_ptr<Ops> make_cuda_ops(ActivationMode mode, CudaOpsOptions options = {});

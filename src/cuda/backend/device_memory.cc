@@ -62,8 +62,16 @@ Tensor device_persistent(DType dtype, Shape shape, const char* what) {
   return Tensor(std::move(storage), 0, dtype, std::move(shape));
 }
 
+void require_not_capturing(cudaStream_t stream, const char* op) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &status), op, "cudaStreamIsCapturing");
+  if (status != cudaStreamCaptureStatusNone)
+    fail("{}: host data that the step did not prepare cannot be part of a recorded (CUDA graph) step", op);
+}
+
 Tensor copy_to_device(const Tensor& host, cudaStream_t stream) {
   MX_CHECK(!on_device(host), "copy_to_device: {} is already on the device", host.describe());
+  require_not_capturing(stream, "copy_to_device");
   Tensor d = device_empty(host.dtype(), host.shape(), stream);
   if (host.nbytes())
     check_cuda(cudaMemcpyAsync(d.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream), "copy_to_device",

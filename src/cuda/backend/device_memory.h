@@ -47,7 +47,12 @@ Tensor device_persistent(DType dtype, Shape shape, const char* what);
 
 inline bool on_device(const Tensor& t) { return t.defined() && t.device() == Device::CUDA; }
 
-// Host <-> device copies on `stream`. to_host waits for the stream.
+// Throws mx::Error when `stream` is capturing a CUDA graph (step_graphs.h): a
+// copy of host data the step did not prepare cannot be part of a recording.
+void require_not_capturing(cudaStream_t stream, const char* op);
+
+// Host <-> device copies on `stream` (copy_to_device refuses a capturing
+// stream). to_host waits for the stream.
 Tensor copy_to_device(const Tensor& host, cudaStream_t stream);
 Tensor copy_to_host(const Tensor& device, cudaStream_t stream);
 
