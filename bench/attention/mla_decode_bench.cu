@@ -14,10 +14,11 @@
 //    block sets (so the 60 MB L2 does not serve the KV); table printed last.
 //
 // Usage: mla_decode_bench [--quick] [--check-only] [--target] [--ctx N]
-//                         [--kernel auto|tiled|fused] [--only HEADS,fp8|bf16,BATCH,CTX]
-// --target times only issue 7's rows: FP8 at batch 64 x 8K, 8 and 16 heads, on
-// the tiled and fused kernels, the fused kernel at batch 1-128, its split sweep
-// and P.V-less time, after the copy bandwidth.
+//                         [--kernel auto|tiled|fused|wgmma] [--only HEADS,fp8|bf16,BATCH,CTX]
+// --target times only issue 7's rows: FP8 with 8 heads at batch 64 x 8K on the
+// wgmma and fused kernels (twice each), both at batch 1-128, the wgmma
+// kernel's split sweep, block size 16, 32K context and P.V-less time, after
+// the copy bandwidth.
 // --kernel forces the kernel of every case it can run (the others stay on auto);
 // without it the table also times the tiled kernel beside the fused one for
 // FP8 at batch 64 (the comparison in docs/mla-decode.md).
@@ -65,12 +66,13 @@ MlaDecodeKernel kernel_for(int heads, MlaKvDtype dtype, MlaDecodeKernel want) {
   if (want == MlaDecodeKernel::kAuto) return MlaDecodeKernel::kTiled;
   if (want == MlaDecodeKernel::kFp8Fused && (dtype != MlaKvDtype::kFP8E4M3 || heads > 16))
     return MlaDecodeKernel::kAuto;
+  if (want == MlaDecodeKernel::kFp8Wgmma && (dtype != MlaKvDtype::kFP8E4M3 || heads > 8)) return MlaDecodeKernel::kAuto;
   return want;
 }
 // The name of the kernel kernel_for() resolved (kAuto only where a forced FP8
 // kernel cannot run the shape: the tiled one).
 const char* kernel_name(int heads, MlaKvDtype dtype, MlaDecodeKernel k) {
-  return k == MlaDecodeKernel::kFp8Fused ? "fused" : "tiled";
+  return k == MlaDecodeKernel::kFp8Fused ? "fused" : k == MlaDecodeKernel::kFp8Wgmma ? "wgmma" : "tiled";
 }
 
 template <typename T>
@@ -420,7 +422,8 @@ int main(int argc, char** argv) {
       if (!std::strcmp(k, "auto")) g_kernel = MlaDecodeKernel::kAuto;
       else if (!std::strcmp(k, "tiled")) g_kernel = MlaDecodeKernel::kTiled;
       else if (!std::strcmp(k, "fused")) g_kernel = MlaDecodeKernel::kFp8Fused;
-      else return std::fprintf(stderr, "--kernel takes auto, tiled or fused\n"), 2;
+      else if (!std::strcmp(k, "wgmma")) g_kernel = MlaDecodeKernel::kFp8Wgmma;
+      else return std::fprintf(stderr, "--kernel takes auto, tiled, fused or wgmma\n"), 2;
     }
     else if (!std::strcmp(argv[i], "--check-only")) check_only = true;
     else if (!std::strcmp(argv[i], "--target")) target = true;
@@ -430,7 +433,7 @@ int main(int argc, char** argv) {
              (!std::strcmp(only_kv, "fp8") || !std::strcmp(only_kv, "bf16"))) {
     } else {
       return std::fprintf(stderr,
-                          "usage: %s [--quick] [--check-only] [--target] [--ctx N] [--kernel auto|tiled|fused] [--only "
+                          "usage: %s [--quick] [--check-only] [--target] [--ctx N] [--kernel auto|tiled|fused|wgmma] [--only "
                           "HEADS,fp8|bf16,BATCH,CTX]\n",
                           argv[0]),
              2;
@@ -455,6 +458,11 @@ int main(int argc, char** argv) {
       {8, 3, 64, 900, 0, MlaKvDtype::kFP8E4M3, 3}, {64, 2, 16, 700, 0, MlaKvDtype::kFP8E4M3, 3},
       {16, 3, 64, 500, 3, MlaKvDtype::kFP8E4M3, 2}, {32, 2, 64, 400, 0, MlaKvDtype::kBF16, 2},
       {12, 3, 48, 777, 0, MlaKvDtype::kFP8E4M3},  {1, 3, 16, 300, 0, MlaKvDtype::kFP8E4M3},
+      // More FP8 cases of <= 8 heads (the wgmma kernel): long contexts over
+      // many tiles and splits, odd head counts, wide magnitudes.
+      {8, 2, 16, 5000, 0, MlaKvDtype::kFP8E4M3},  {4, 3, 64, 2000, 3, MlaKvDtype::kFP8E4M3},
+      {8, 2, 48, 3000, 1, MlaKvDtype::kFP8E4M3, 2}, {2, 3, 64, 129, 0, MlaKvDtype::kFP8E4M3},
+      {8, 9, 16, 1500, 0, MlaKvDtype::kFP8E4M3, 3}, {5, 2, 64, 4100, 0, MlaKvDtype::kFP8E4M3, 1},
   };
   // Without --kernel, every case the fused FP8 kernel (<= 16 heads) can run
   // runs on both the tiled and the fused kernel.
@@ -464,6 +472,8 @@ int main(int argc, char** argv) {
       failed += run_check(rng, c, g_kernel) ? 0 : 1, ++checked;
       if (g_kernel == MlaDecodeKernel::kAuto && c.dtype == MlaKvDtype::kFP8E4M3 && c.heads <= 16)
         failed += run_check(rng, c, MlaDecodeKernel::kFp8Fused) ? 0 : 1, ++checked;
+      if (g_kernel == MlaDecodeKernel::kAuto && c.dtype == MlaKvDtype::kFP8E4M3 && c.heads <= 8)
+        failed += run_check(rng, c, MlaDecodeKernel::kFp8Wgmma) ? 0 : 1, ++checked;
     }
   if (only_heads == 0 && !target) std::printf("correctness: %d cases, %d failed\n", checked, failed);
   if (check_only) return failed ? 1 : 0;
@@ -490,20 +500,22 @@ int main(int argc, char** argv) {
   if (target) {
     using K = MlaDecodeKernel;
     const auto fp8 = MlaKvDtype::kFP8E4M3;
-    for (int heads : {8, 16})
-      for (K k : {K::kTiled, K::kFp8Fused})
-        results.push_back(time_case(pool, copy_gbs, heads, 64, 8192, fp8, 64, 0, k));
-    for (int heads : {8, 16})
-      for (int b : {1, 8, 32, 128}) results.push_back(time_case(pool, copy_gbs, heads, b, 8192, fp8, 64, 0, K::kFp8Fused));
-    for (int splits : {2, 3, 6, 8}) results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, fp8, 64, 0, K::kFp8Fused, splits));
-    results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, fp8, 16, 0, K::kFp8Fused));
-    results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, MlaKvDtype::kBF16, 64, 0, K::kTiled));
-    const Result skip = time_case(pool, copy_gbs, 8, 64, 8192, fp8, 64, mx::cuda::kMlaSkipValues, K::kFp8Fused);
+    // Issue 7's row first (8 heads, batch 64 x 8K): the wgmma kernel beside
+    // the fused one, each timed twice (the spread of one version).
+    for (int rep = 0; rep < 2; ++rep)
+      for (K k : {K::kFp8Wgmma, K::kFp8Fused}) results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, fp8, 64, 0, k));
+    for (int b : {1, 8, 32, 128}) results.push_back(time_case(pool, copy_gbs, 8, b, 8192, fp8, 64, 0, K::kFp8Wgmma));
+    for (int b : {1, 8, 32, 128}) results.push_back(time_case(pool, copy_gbs, 8, b, 8192, fp8, 64, 0, K::kFp8Fused));
+    for (int splits : {2, 3, 6, 8}) results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, fp8, 64, 0, K::kFp8Wgmma, splits));
+    results.push_back(time_case(pool, copy_gbs, 8, 64, 8192, fp8, 16, 0, K::kFp8Wgmma));
+    results.push_back(time_case(pool, copy_gbs, 8, 64, 32768, fp8, 64, 0, K::kFp8Wgmma));
+    results.push_back(time_case(pool, copy_gbs, 8, 64, 32768, fp8, 64, 0, K::kFp8Fused));
+    const Result skip = time_case(pool, copy_gbs, 8, 64, 8192, fp8, 64, mx::cuda::kMlaSkipValues, K::kFp8Wgmma);
     std::printf("\nMLA decode, %s, copy bandwidth %.0f GB/s (targets: FP8 at batch 64 x 8K)\n", prop.name, copy_gbs);
     std::printf("| heads | kv | kernel | batch | ctx | block | splits | us | KV GB/s | of copy | TFLOP/s | floor us | floor/time |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) print_row(r);
-    std::printf("fused, 8 heads, batch 64 x 8K without P.V (results wrong, time only): %.1f us\n", skip.us);
+    std::printf("wgmma, 8 heads, batch 64 x 8K without P.V (results wrong, time only): %.1f us\n", skip.us);
     return 0;
   }
   const std::vector<int> batches = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64, 128};

@@ -436,12 +436,22 @@ MlaDecodeKernel resolve_kernel(const MlaDecodeShape& s, MlaDecodeKernel k) {
   // 38.5% of copy bandwidth at batch 64) and ties at batch 8; at batch 1 the
   // tiled kernel's finer splits win (40 vs 71 us). Two other FP8 kernels for
   // <= 16 heads (E4M3 mma.sync; BF16 with heads as the mma's N) were slower at
-  // every measured shape and were removed (docs/mla-decode.md).
-  if (k == MlaDecodeKernel::kAuto)
-    return fp8_small && s.batch >= 8 ? MlaDecodeKernel::kFp8Fused : MlaDecodeKernel::kTiled;
+  // every measured shape and were removed (docs/mla-decode.md). The wgmma
+  // kernel (<= 8 heads; both products on FP8 wgmma) beat the fused one at every
+  // measured batch from 8 (batch 64 x 8K: 100.6 vs 131.6 us, 71.4% of copy
+  // bandwidth; batch 8: 30.5 vs 33.6; results file, 2026-11-30) and passed
+  // every bench case (56/56 with the other kernels'); at batch 1 it ties the
+  // tiled kernel (39.6 vs ~40 us), which keeps batch < 8.
+  if (k == MlaDecodeKernel::kAuto) {
+    if (!fp8_small || s.batch < 8) return MlaDecodeKernel::kTiled;
+    return s.heads <= wgmma_kernel::kHeads ? MlaDecodeKernel::kFp8Wgmma : MlaDecodeKernel::kFp8Fused;
+  }
   if (k == MlaDecodeKernel::kFp8Fused && !fp8_small)
     fail_input("mla_decode: the fused kernel needs an FP8 cache and at most {} heads (got {} heads)", fused::kHeads,
                s.heads);
+  if (k == MlaDecodeKernel::kFp8Wgmma && (s.kv_dtype != MlaKvDtype::kFP8E4M3 || s.heads > wgmma_kernel::kHeads))
+    fail_input("mla_decode: the wgmma kernel needs an FP8 cache and at most {} heads (got {} heads)",
+               wgmma_kernel::kHeads, s.heads);
   return k;
 }
 
@@ -454,11 +464,13 @@ int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms) {
 int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms, MlaDecodeKernel kernel) {
   check_shape(shape);
   const MlaDecodeKernel resolved = resolve_kernel(shape, kernel);
-  // The fused kernel: 32-token tiles, two CTAs per SM.
+  // The fused kernel: 32-token tiles, two CTAs per SM; the wgmma kernel:
+  // 64-token tiles, two CTAs per SM.
   const bool fused_kernel = resolved == MlaDecodeKernel::kFp8Fused;
+  const bool two_per_sm = fused_kernel || resolved == MlaDecodeKernel::kFp8Wgmma;
   const int tile = fused_kernel ? fused::kTile : kTile;
-  const long slots = long(std::max(num_sms, 1)) * (fused_kernel ? 2 : 1);  // CTAs resident at once
-  const double fixed = fused_kernel ? 2.0 : 1.0;                          // ~64 tokens' worth, in tiles
+  const long slots = long(std::max(num_sms, 1)) * (two_per_sm ? 2 : 1);  // CTAs resident at once
+  const double fixed = fused_kernel ? 2.0 : 1.0;                         // ~64 tokens' worth, in tiles
   const long max_tiles = (long(shape.max_blocks) * shape.block_size + tile - 1) / tile;
   const long ctas = long(shape.batch) * ((shape.heads + heads_per_cta(shape.heads) - 1) / heads_per_cta(shape.heads));
   // Cost model in tile-times: waves x (tiles per split + a fixed cost per CTA:
@@ -512,7 +524,8 @@ cudaError_t mla_decode(const MlaDecodeArgs& args, int num_sms, cudaStream_t stre
     p.ws_lse = p.ws_o + size_t(splits) * s.batch * s.heads * kMlaValueDim;
   }
   const int head_groups = (s.heads + heads_per_cta(s.heads) - 1) / heads_per_cta(s.heads);
-  cudaError_t err = kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
+  cudaError_t err = kernel == MlaDecodeKernel::kFp8Wgmma ? launch_wgmma(p, stream)
+                    : kernel == MlaDecodeKernel::kFp8Fused ? launch_fused(p, head_groups, stream)
                     : fp8                                ? launch_for_heads<true>(p, head_groups, stream)
                                                          : launch_for_heads<false>(p, head_groups, stream);
   if (err != cudaSuccess || splits == 1) return err;

@@ -30,9 +30,10 @@ namespace mx::cuda {
 enum class MlaKvDtype { kBF16, kFP8E4M3 };
 
 // Which kernel runs (docs/mla-decode.md). kAuto picks by shape (resolve_kernel
-// in mla_decode.cu); kFp8Fused needs an FP8 cache and at most 16 heads
+// in mla_decode.cu); kFp8Fused needs an FP8 cache and at most 16 heads,
+// kFp8Wgmma (both products on FP8 wgmma) an FP8 cache and at most 8 heads
 // (mla_decode throws otherwise).
-enum class MlaDecodeKernel { kAuto, kTiled, kFp8Fused };
+enum class MlaDecodeKernel { kAuto, kTiled, kFp8Fused, kFp8Wgmma };
 
 inline constexpr int kMlaHeadDim = 576;   // kv_lora 512 + rope 64
 inline constexpr int kMlaValueDim = 512;  // kv_lora

@@ -185,4 +185,16 @@ __device__ __forceinline__ void fused_load_tile(const Params& p, uint32_t slot, 
 // Launches the FP8 fused kernel (mla_decode_fused.cu).
 cudaError_t launch_fused(const Params& p, int head_groups, cudaStream_t stream);
 
+// ---- FP8 wgmma kernel (heads <= 8, mla_decode_wgmma.cu) ----------------------
+// One warpgroup per CTA, two CTAs per SM, 64-token tiles in two cp.async
+// stages; scores and P.V on FP8 wgmma (design in mla_decode_wgmma.cu).
+namespace wgmma_kernel {
+constexpr int kTile = 64;
+constexpr int kThreads = 128;
+constexpr int kStages = 2;
+constexpr int kHeads = 8;
+constexpr int kBytes = 86016;  // 84,768 used + 1 KB to align the tiles to 1 KB
+}  // namespace wgmma_kernel
+cudaError_t launch_wgmma(const Params& p, cudaStream_t stream);
+
 }  // namespace mx::cuda::mla
