@@ -8,7 +8,10 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--json FILE] [--seed N]
+// --moe-prefill: only the copy bandwidth and the fused MoE at 512 and 8192
+// tokens (the prefill paths; one call well under a minute); --moe-tokens T:
+// only T tokens.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -393,7 +396,8 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
     if (T == 1 || T == 40) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
     if (T == 512) variants.push_back({"routed, registers", 1, 0, 1, 2});
-    if (T >= 512) variants.push_back({"prefill on wgmma", 4, 0, 0, 0});
+    if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
+    if (T >= 512) variants.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
     for (const Variant& v : variants) {
       MoeConfig cfg;
       cfg.path = v.path;
@@ -481,17 +485,20 @@ void profile_run(cudaStream_t s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, profile = false;
+  bool quick = false, profile = false, moe_prefill = false;
+  std::vector<int> moe_tokens = {512, 8192};
   const char* json = nullptr;
   g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
            std::random_device{}();
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else if (!std::strcmp(argv[i], "--moe-prefill")) moe_prefill = true;
+    else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -508,16 +515,20 @@ int main(int argc, char** argv) {
       return 0;
     }
     measure_copy(s);
-    check_quantizer(s);
-    check_device_pack(s);
-    const std::vector<Shape> shapes = {{"dense_gate_up", 36864, 7168},
-                                       {"dense_down", 7168, 18432},
-                                       {"expert_gate_up", 4096, 7168},
-                                       {"expert_down", 7168, 2048}};
-    const std::vector<int> Ms = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64};
-    for (const Shape& sh : shapes) bench_dense(sh, Ms, s, false);
-    bench_dense({"expert_gate_up", 4096, 7168}, {1, 64}, s, true);
-    bench_moe(quick ? std::vector<int>{1, 2, 8, 40, 8192} : std::vector<int>{1, 2, 8, 40, 512, 8192}, s, 384);
+    if (moe_prefill) {
+      bench_moe(moe_tokens, s, 384);
+    } else {
+      check_quantizer(s);
+      check_device_pack(s);
+      const std::vector<Shape> shapes = {{"dense_gate_up", 36864, 7168},
+                                         {"dense_down", 7168, 18432},
+                                         {"expert_gate_up", 4096, 7168},
+                                         {"expert_down", 7168, 2048}};
+      const std::vector<int> Ms = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64};
+      for (const Shape& sh : shapes) bench_dense(sh, Ms, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {1, 64}, s, true);
+      bench_moe(quick ? std::vector<int>{1, 2, 8, 40, 8192} : std::vector<int>{1, 2, 8, 40, 512, 8192}, s, 384);
+    }
 
     std::printf("\n| kernel | shape | M/T | mode | time us | floor us | ratio | rel err | unwritten | note |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");

@@ -9,6 +9,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--peers", required=True, help="path to mxfp4_peers.py")
 ap.add_argument("--json", required=True)
 ap.add_argument("--quick", action="store_true")
+ap.add_argument("--moe-tokens", type=int, nargs="+", help="only the MoE step at these token counts")
 args = ap.parse_args()
 
 spec = importlib.util.spec_from_file_location("mxfp4_peers", args.peers)
@@ -26,7 +27,7 @@ torch.manual_seed(0)
 shapes = [("dense_gate_up", 36864, 7168), ("dense_down", 7168, 18432),
           ("expert_gate_up", 4096, 7168), ("expert_down", 7168, 2048)]
 Ms = [1, 64] if args.quick else [1, 8, 32, 64]
-for name, N, K in shapes:
+for name, N, K in ([] if args.moe_tokens else shapes):
     codes, scales = peers.random_mxfp4(N, K)
     w = peers.dequant_mxfp4(codes, scales)
     for M in Ms:
@@ -42,7 +43,7 @@ for name, N, K in shapes:
 E, H, I, topk = 384, 7168, 2048, 8
 w13 = torch.randn(E, H, 2 * I, dtype=torch.bfloat16, device="cuda") * 0.02
 w2 = torch.randn(E, I, H, dtype=torch.bfloat16, device="cuda") * 0.02
-for T in ([1, 2, 8, 40, 8192] if args.quick else [1, 2, 8, 40, 512, 8192]):
+for T in (args.moe_tokens or ([1, 2, 8, 40, 8192] if args.quick else [1, 2, 8, 40, 512, 8192])):
     x = torch.randn(T, H, dtype=torch.bfloat16, device="cuda")
     idx = torch.stack([torch.randperm(E, device="cuda")[:topk] for _ in range(T)])
     def step():  # as in mxfp4_peers.main

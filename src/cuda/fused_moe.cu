@@ -302,12 +302,16 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // tokens); an average of >= 32 pairs per expert (Kimi: >= 1536 tokens) the
 // prefill tiles (at 512 tokens the routed kernels were faster: 5.29 vs 6.36 ms;
 // at 8192 the tiles ran 265 TFLOP/s; the crossover between was not measured);
-// else the routed decode kernels.
+// from >= 170 pairs per expert (Kimi: 8160 tokens; measured at 8192: 21.09 vs
+// 22.29 ms, bench/mxfp4/results-prefill-2026-11-30.md) the wgmma path with
+// wide pair tiles; else the routed decode kernels.
 // Shapes the prefill tiles cannot take (2I % 128 != 0) stay on the routed path.
 constexpr int kDirectAutoPairs = 16;
 int choose_path(int pairs, int E, int I) {
   if (pairs <= kDirectAutoPairs) return kDirectPath;
-  return pairs >= 32 * E && (2 * I) % 128 == 0 ? kPrefillPath : kRouted;
+  if ((2 * I) % 128) return kRouted;
+  if (pairs >= 170 * E) return kWgmmaPath;
+  return pairs >= 32 * E ? kPrefillPath : kRouted;
 }
 
 template <bool kBig, int kDepth, bool kDirect>

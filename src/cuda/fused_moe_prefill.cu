@@ -103,23 +103,30 @@ void allow_tiled_smem(Kernel* kernel) {
 }
 
 template <bool kBig>
+void launch_down(const MoeWeights& w, int T, int topk, const float* topk_weights, float* out,
+                 const MoeScratch& s, cudaStream_t stream) {
+  static PerDeviceOnce smem_attributes;
+  smem_attributes([] { allow_tiled_smem(down_tiled_kernel<kBig>); });
+  const int H = w.hidden, I = w.intermediate;
+  const unsigned tiles = unsigned(moe_max_tiles(T * topk, w.experts));
+  down_tiled_kernel<kBig><<<dim3(unsigned(H / dev::kTiledRows), tiles), dev::kTiledThreads,
+                            dev::kTiledSmemBytes, stream>>>(w.w2_codes, w.w2_scales, H, I, topk, s,
+                                                            topk_weights, out);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+template <bool kBig>
 void launch_prefill(const MoeWeights& w, const uint16_t* x, int T, int topk, const float* topk_weights,
                     float* out, const MoeScratch& s, cudaStream_t stream) {
   static PerDeviceOnce smem_attributes;
-  smem_attributes([] {
-    allow_tiled_smem(gate_up_tiled_kernel<kBig>);
-    allow_tiled_smem(down_tiled_kernel<kBig>);
-  });
+  smem_attributes([] { allow_tiled_smem(gate_up_tiled_kernel<kBig>); });
   const int H = w.hidden, I = w.intermediate;
   const unsigned tiles = unsigned(moe_max_tiles(T * topk, w.experts));
   gate_up_tiled_kernel<kBig><<<dim3(unsigned(2 * I / dev::kTiledRows), tiles), dev::kTiledThreads,
                                dev::kTiledSmemBytes, stream>>>(w.w13_codes, w.w13_scales, x, H, I,
                                                                topk, s, out, int64_t(T) * H);
   MX_CUDA_CHECK(cudaGetLastError());
-  down_tiled_kernel<kBig><<<dim3(unsigned(H / dev::kTiledRows), tiles), dev::kTiledThreads,
-                            dev::kTiledSmemBytes, stream>>>(w.w2_codes, w.w2_scales, H, I, topk, s,
-                                                            topk_weights, out);
-  MX_CUDA_CHECK(cudaGetLastError());
+  launch_down<kBig>(w, T, topk, topk_weights, out, s, stream);
 }
 
 }  // namespace
@@ -129,6 +136,12 @@ void launch_moe_prefill(const MoeWeights& w, const uint16_t* x, int T, int topk,
                         cudaStream_t stream) {
   if (w.big_scales) launch_prefill<true>(w, x, T, topk, topk_weights, out, s, stream);
   else launch_prefill<false>(w, x, T, topk, topk_weights, out, s, stream);
+}
+
+void launch_moe_prefill_down(const MoeWeights& w, int T, int topk, const float* topk_weights,
+                             float* out, const MoeScratch& s, cudaStream_t stream) {
+  if (w.big_scales) launch_down<true>(w, T, topk, topk_weights, out, s, stream);
+  else launch_down<false>(w, T, topk, topk_weights, out, s, stream);
 }
 
 }  // namespace mx::cuda

@@ -77,9 +77,10 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 // path: 1 = routed decode (router launch, then gate_up and down per active
 // expert); 2 = direct decode (no router launch; T * topk <= 64: each CTA finds
 // its expert's pairs itself); 3 = prefill (tensor-core tiles of 128 rows x 64
-// pairs, mma.sync); 4 = prefill on wgmma (the same tiles, A from registers,
-// B from shared memory). Auto: 2 up to 16 pairs, 3 from 32 pairs per expert
-// on average (T * topk >= 32 * experts), else 1. weight_loads (decode paths):
+// pairs, mma.sync); 4 = prefill with gate_up on wgmma (tiles of 128 rows x up
+// to 256 pairs, A from registers, B from shared memory) and path 3's down.
+// Auto: 2 up to 16 pairs, 4 from 170 pairs per expert on average (T * topk >=
+// 170 * experts), 3 from 32, else 1. weight_loads (decode paths):
 // 1 = registers (auto), 2 = per-warp cp.async rings. pdl: 1 = launch down with
 // programmatic dependent launch (its CTAs start while gate_up finishes),
 // 2 = off; auto: on up to 16 pairs.
