@@ -22,6 +22,7 @@
 #       [--logit-tol F] [--moe-logit-tol F] [--allow-parting]
 #       [--cuda-flags "FLAGS"]   extra flags for every cuda run, e.g. "--exact-numerics"
 #                                (the CPU's F32 numerics: answers must then match exactly)
+#       [--serve-flags "FLAGS"]  extra flags for the cuda servers only, e.g. "--enforce-eager"
 set -euo pipefail
 MX=${MXSERVE:-mxserve}
 WORK=${WORK:-/tmp/mx-e2e}
@@ -33,6 +34,7 @@ MOE_LOGIT_TOL=0.15
 STRICT_GENERATE=1
 CPU_THROUGHPUT=1
 CUDA_FLAGS=""
+SERVE_FLAGS=""
 models=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -45,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --moe-logit-tol) MOE_LOGIT_TOL=$2; shift 2 ;;
     --allow-parting) STRICT_GENERATE=0; shift ;;
     --cuda-flags) CUDA_FLAGS=$2; shift 2 ;;
+    --serve-flags) SERVE_FLAGS=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -163,11 +166,11 @@ PY
       >"$WORK/serve-cpu.log" 2>&1 &
   cpu_pid=$!
   # shellcheck disable=SC2086
-  "$MX" serve --model "$model" --device cuda $CUDA_FLAGS --port 18402 --gpu-memory-utilization "$GPU_UTIL" --max-num-seqs 64 \
+  "$MX" serve --model "$model" --device cuda $CUDA_FLAGS $SERVE_FLAGS --port 18402 --gpu-memory-utilization "$GPU_UTIL" --max-num-seqs 64 \
       >"$WORK/serve-cuda.log" 2>&1 &
   cuda_pid=$!
   # shellcheck disable=SC2086
-  "$MX" serve --model "$model" --device cuda $CUDA_FLAGS --sampling-device cpu --port 18403 --kv-cache-memory-gib 1 \
+  "$MX" serve --model "$model" --device cuda $CUDA_FLAGS $SERVE_FLAGS --sampling-device cpu --port 18403 --kv-cache-memory-gib 1 \
       --max-num-seqs 64 >"$WORK/serve-cuda-cpusampler.log" 2>&1 &
   cuda_cpu_pid=$!
   if wait_ready 18401 $cpu_pid "$WORK/serve-cpu.log" && wait_ready 18402 $cuda_pid "$WORK/serve-cuda.log" &&

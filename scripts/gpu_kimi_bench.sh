@@ -12,7 +12,9 @@
 # into a table and an extrapolation to 61 layers).
 #   scripts/gpu_kimi_bench.sh --bundle FILE.tar.xz --tokenizer DIR [--layers N] [--tp N] [--ep]
 #       [--prompts "10 160"] [--concurrency "2 40"] [--device cuda] [--out DIR] [--small]
-#       [-- extra serve flags]
+#       [--no-profile] [-- extra serve flags]
+# --no-profile: serve without --profile-ops (which times every op and so runs
+# decode steps op by op, without CUDA graphs); no per-layer table then.
 # --small keeps the synthetic preset's widths (only the vocabulary is real): a
 # smoke test of this script on the CPU backend (--device cpu).
 # BENCH_TIMEOUTS="S1 S2" bounds each benchmark run (default 900 s each).
@@ -21,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle="" tok="" layers=8 tp=2 ep="" out=${OUT:-/tmp/mx-kimi-bench} device=cuda
-prompts=(10 160) concurrency=(2 40) extra=() gpu_util=0.9 max_seqs=40 small=0
+prompts=(10 160) concurrency=(2 40) extra=() gpu_util=0.9 max_seqs=40 small=0 profile=(--profile-ops)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bundle) bundle=$2; shift 2 ;;
@@ -36,6 +38,7 @@ while [[ $# -gt 0 ]]; do
     --max-num-seqs) max_seqs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --small) small=1; shift ;;
+    --no-profile) profile=(); shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -79,7 +82,7 @@ port=18555
 t0=$SECONDS
 mxserve serve --model "$model" --load-format dummy --device "$device" --tensor-parallel-size "$tp" $ep \
   --kv-cache-dtype fp8 --max-model-len 10752 --max-num-seqs "$max_seqs" --gpu-memory-utilization "$gpu_util" \
-  --profile-ops --port "$port" "${extra[@]}" > "$out/serve.log" 2>&1 &
+  "${profile[@]}" --port "$port" "${extra[@]}" > "$out/serve.log" 2>&1 &
 pid=$!
 ready=0
 for _ in $(seq 1 3000); do
@@ -108,6 +111,9 @@ for i in "${!prompts[@]}"; do
   echo "(concurrency $c: $((SECONDS - t1)) s)"
 done
 kill -INT "$pid"; wait "$pid" 2> /dev/null
-grep -q "op profile" "$out/serve.log" || { echo "no op profile in serve.log:"; tail -5 "$out/serve.log"; status=1; }
-python3 scripts/kimi_profile_table.py "$out/serve.log" --layers "$layers" --tp "$tp" | tee "$out/profile.md"
+echo "CUDA graphs recorded: $(grep -c "recorded a CUDA graph" "$out/serve.log")" | tee -a "$out/run.txt"
+if [[ ${#profile[@]} -gt 0 ]]; then
+  grep -q "op profile" "$out/serve.log" || { echo "no op profile in serve.log:"; tail -5 "$out/serve.log"; status=1; }
+  python3 scripts/kimi_profile_table.py "$out/serve.log" --layers "$layers" --tp "$tp" | tee "$out/profile.md"
+fi
 exit $status

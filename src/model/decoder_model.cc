@@ -82,6 +82,12 @@ void DecoderModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvC
 void DecoderModel::enable_step_graphs(const StepGraphConfig& config) {
   if (!kv_allocated_) fail("enable_step_graphs called before allocate_kv_cache");
   if (!ops_->supports_step_graphs() || scratch_block_ < 0 || config.batch_sizes.empty()) return;
+  // The NCCL communicator synchronizes the host around each collective
+  // (nccl_communicator.cc), which a capture cannot contain.
+  if (options_.shard.sharded()) {
+    if (options_.shard.rank == 0) log::info("CUDA graphs are off under tensor parallelism (decode runs op by op)");
+    return;
+  }
   graphs_ = config;
 }
 
@@ -166,10 +172,14 @@ Tensor DecoderModel::forward_recorded(const ForwardBatch& batch, const DecodeGra
   if (graph_failed_.count(plan.key) || graph_seen_.insert(plan.key).second || graph_recorded_ >= kMaxRecordings)
     return run_layers(padded, step, rows).slice_rows(0, plan.batch);
   const int64_t vocab = options_.shard.rank == 0 ? lm_head_.out_features : 0;
-  ops.begin_capture(plan.key, DType::F32, {plan.padded_batch, vocab});
+  if (!ops.begin_capture(plan.key, DType::F32, {plan.padded_batch, vocab}))
+    return run_layers(padded, step, rows).slice_rows(0, plan.batch);  // recorded at a later step
   try {
     out = ops.end_capture(run_layers(padded, step, rows));
     ++graph_recorded_;
+    if (options_.shard.rank == 0)
+      log::info("recorded a CUDA graph for decode steps of {} sequences (block tables {} wide; {} recorded)",
+                plan.padded_batch, plan.table_width, graph_recorded_);
   } catch (const std::exception& e) {
     ops.abort_capture();
     graph_failed_.insert(plan.key);

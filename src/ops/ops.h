@@ -117,8 +117,13 @@ class Ops {
     return false;
   }
   // out_dtype/out_shape: the recorded step's result, kept in a buffer of the
-  // recording that end_capture() returns (valid until the next step).
-  virtual void begin_capture(uint64_t key, DType out_dtype, Shape out_shape) { (void)key, (void)out_dtype, (void)out_shape; }
+  // recording that end_capture() returns (valid until the next step). False:
+  // this step cannot be recorded (its uploads did not all reach fixed
+  // addresses); run it eagerly.
+  virtual bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
+    (void)key, (void)out_dtype, (void)out_shape;
+    return false;
+  }
   virtual Tensor end_capture(Tensor out) { return out; }
   virtual void abort_capture() {}
 

@@ -114,8 +114,8 @@ void CudaOps::begin_static_step() {
   graphs_.begin_step(true);
 }
 
-void CudaOps::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
-  graphs_.begin_capture(key, out_dtype, std::move(out_shape));
+bool CudaOps::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
+  return graphs_.begin_capture(key, out_dtype, std::move(out_shape));
 }
 
 void CudaOps::prepare_index(const void* host, size_t count, size_t elem) {

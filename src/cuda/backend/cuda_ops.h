@@ -78,7 +78,7 @@ class CudaOps : public Ops {
   bool supports_step_graphs() const override { return !options_.cpu_attention; }
   void begin_static_step() override;
   bool replay_step(uint64_t key, Tensor& out) override { return graphs_.replay(key, out); }
-  void begin_capture(uint64_t key, DType out_dtype, Shape out_shape) override;
+  bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape) override;
   Tensor end_capture(Tensor out) override { return graphs_.end_capture(std::move(out)); }
   void abort_capture() override { graphs_.abort_capture(); }
   // CUDA events on this backend's stream (cuda_op_clock.h).

@@ -81,8 +81,9 @@ bool StepGraphs::replay(uint64_t key, Tensor& out) {
   return true;
 }
 
-void StepGraphs::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
-  MX_CHECK(static_ && !capturing_, "StepGraphs: capture outside a static step");
+bool StepGraphs::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
+  MX_CHECK(!capturing_, "StepGraphs: a capture began during a capture");
+  if (!static_) return false;
   auto old = recordings_.find(key);
   if (old != recordings_.end()) {
     cudaGraphExecDestroy(old->second.exec);
@@ -102,6 +103,7 @@ void StepGraphs::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
   check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "step graph",
              "cudaStreamBeginCapture");
   capturing_ = true;
+  return true;
 }
 
 Tensor StepGraphs::end_capture(Tensor out) {

@@ -48,7 +48,9 @@ class StepGraphs {
   const uint8_t* upload(const void* host, size_t bytes, Tensor& keep, const char* op);
 
   bool replay(uint64_t key, Tensor& out);
-  void begin_capture(uint64_t key, DType out_dtype, Shape out_shape);
+  // False (nothing started) when this step's uploads did not all go to the
+  // arena (it grew during the step).
+  bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape);
   Tensor end_capture(Tensor out);
   void abort_capture();
   size_t recordings() const { return recordings_.size(); }

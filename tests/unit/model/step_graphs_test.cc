@@ -103,10 +103,11 @@ class FakeGraphOps : public CpuOps {
   void prepare(const std::vector<int32_t>& v) override { note(v.size()); }
   void prepare(const std::vector<int64_t>& v) override { note(v.size()); }
   void prepare(const AttentionMeta& m) override { note(m.seqs.size() * 1000 + size_t(m.table_width)); }
-  void begin_capture(uint64_t key, DType, Shape) override {
+  bool begin_capture(uint64_t key, DType, Shape) override {
     ++g_log.captures;
     ++g_log.capture_keys[key];
     capturing_ = true;
+    return true;
   }
   Tensor end_capture(Tensor out) override {
     capturing_ = false;
