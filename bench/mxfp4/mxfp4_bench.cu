@@ -8,10 +8,13 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512 and 8192
 // tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
+// --decode: only the copy bandwidth, the two dense decode shapes at M = 1 and 8
+// (W4A16), the big-scale path at M = 1, and the fused MoE at 1, 2 and 8
+// tokens, each with the decode kernel variants beside auto.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,6 +77,7 @@ struct Row {  // one result line
 };
 std::vector<Row> g_rows;
 std::FILE* g_json = nullptr;
+bool g_decode = false;  // --decode
 
 void emit(const Row& r) {
   g_rows.push_back(r);
@@ -249,25 +253,35 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
     DeviceBuffer<uint16_t> x(size_t(M) * K), xq(size_t(M) * K), y(size_t(M) * N);
     DeviceBuffer<float> ref(size_t(M) * N);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    for (const char* mode : {"W4A16", "W4A4"}) {
+    const std::vector<const char*> modes = g_decode ? std::vector<const char*>{"W4A16"}
+                                                    : std::vector<const char*>{"W4A16", "W4A4"};
+    for (const char* mode : modes) {
       const bool a4 = mode[3] == '4';
       if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
       const uint16_t* xin = a4 ? xq.p : x.p;
       reference_linear(raw_c.p, raw_s.p, N, K, xin, M, ref.p, s);
-      // (kernel, k_slices or k_splits): 0 = auto. Kernel 1 = strip kernel with
-      // register loads (the first version), 2 = strip kernel with the cp.async
-      // ring, 3 = tiled tensor-core kernel.
-      std::vector<std::pair<int, int>> variants = {{0, 0}};
+      // (kernel, k_slices or k_splits, cluster): 0 = auto. Kernel 1 = strip
+      // kernel with register loads (the first version), 2 = strip kernel with
+      // the cp.async ring, 3 = tiled tensor-core kernel, 4 = strip kernel with
+      // the bulk-copy ring (k_slices 4, K split over a cluster of 1 or 2 CTAs),
+      // 5 = strip kernel 1 with each batch's loads issued first.
+      struct GemmVariant {
+        int kernel, kparam, cluster;
+      };
+      std::vector<GemmVariant> variants = {{0, 0, 0}};
       if (!a4 && !big_scales) {
-        if (M <= 16) variants.insert(variants.end(), {{1, 16}, {2, 0}});
-        else variants.insert(variants.end(), {{1, 4}, {3, 0}, {3, 1}, {3, 4}});
+        if (M <= 16 && !g_decode) variants.insert(variants.end(), {{1, 16, 0}, {2, 0, 0}});
+        else if (M <= 16) variants.push_back({1, 0, 0});
+        else if (M > 16) variants.insert(variants.end(), {{1, 4, 0}, {3, 0, 0}, {3, 1, 0}, {3, 4, 0}});
       }
-      for (auto [kernel, kparam] : variants) {
+      if (!a4 && M <= 16) variants.insert(variants.end(), {{5, 0, 0}, {5, 4, 0}, {4, 4, 1}, {4, 4, 2}});
+      for (auto [kernel, kparam, cluster] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
         if (kernel == 3) cfg.k_splits = kparam;
         else cfg.k_slices = kparam;
+        if (kernel == 4) cfg.k_splits = cluster;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
         mxfp4_gemm(weight(0), xin, M, y.p, s, cfg);
         CK(cudaStreamSynchronize(s));
@@ -290,6 +304,10 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 2) r.note = "ring" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
+        else if (kernel == 4)
+          r.note = "bulk ks=" + std::to_string(kparam) + " cluster=" + std::to_string(cluster);
+        else if (kernel == 5)
+          r.note = "batched registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
@@ -394,7 +412,13 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
     if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
     if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
-    if (T == 1 || T == 40) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
+    if ((T == 1 || T == 40) && !g_decode) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
+    if (T <= 8) variants.push_back({"direct, bulk, PDL", 2, 0, 3, 1});
+    if (T <= 8) variants.push_back({"direct, bulk, PDL, down ks=1", 2, 1, 3, 1});
+    if (T <= 8) variants.push_back({"direct, batched registers, PDL", 2, 0, 4, 1});
+    if (T <= 8) variants.push_back({"direct, batched registers, PDL, down ks=1", 2, 1, 4, 1});
+    if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
+    if (T == 40) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
     if (T == 512) variants.push_back({"routed, registers", 1, 0, 1, 2});
     if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
     if (T >= 512) variants.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
@@ -442,7 +466,8 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       r.note = std::string(v.label) + ", events" + (T >= 512 ? tf : "") +
                (T > 40 ? ", err on 32 tokens" : "");
       emit(r);
-      if (v.path != 0 || v.pdl != 0 || T >= 512) continue;
+      // Graph rows for auto and the bulk variants.
+      if (!((v.path == 0 && v.pdl == 0) || v.loads >= 3) || T >= 512) continue;
       // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
       cudaGraph_t graph;
       cudaGraphExec_t exec;
@@ -455,31 +480,39 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       cudaGraphDestroy(graph);
       Row g = r;
       g.us = graph_us;
-      g.note = "auto, CUDA graph, mean of 8 steps";
+      g.note = std::string(v.label) + ", CUDA graph, mean of 8 steps";
       emit(g);
     }
   }
 }
 
-// --profile: one warm-up and one measured launch of the dense W4A16 kernel
-// (36864 x 7168, M = 1) and nothing else, for a profiler such as
-// `ncu --clock-control none -k regex:dense --launch-skip 1`.
+// --profile: for 36864 x 7168 and 7168 x 18432 at M = 1, one warm-up and one
+// measured launch of each decode strip kernel (GemmConfig kernel 1, 5 and 4,
+// K-slices from the shape) and nothing else, for a profiler such as
+// `ncu --clock-control none -k regex:dense --launch-skip-before-match 0`.
 void profile_run(cudaStream_t s) {
-  const int N = 36864, K = 7168;
-  DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
-  fill_random_bytes(c.p, c.n, next_seed(), s);
-  fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
-  pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
-  DeviceBuffer<uint16_t> x(K), y(N);
-  fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-  Mxfp4DeviceWeight w;
-  w.codes = pc.p;
-  w.scales = ps.p;
-  w.rows = N;
-  w.cols = K;
-  for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, 1, y.p, s);
-  CK(cudaStreamSynchronize(s));
-  std::printf("profile: dense 36864x7168 M=1 launched twice\n");
+  const Shape shapes[] = {{"dense_gate_up", 36864, 7168}, {"dense_down", 7168, 18432}};
+  for (const Shape& sh : shapes) {
+    const int N = sh.N, K = sh.K;
+    DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
+    fill_random_bytes(c.p, c.n, next_seed(), s);
+    fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
+    pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
+    DeviceBuffer<uint16_t> x(K), y(N);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    Mxfp4DeviceWeight w;
+    w.codes = pc.p;
+    w.scales = ps.p;
+    w.rows = N;
+    w.cols = K;
+    for (int kernel : {1, 5, 4}) {
+      GemmConfig cfg;
+      cfg.kernel = kernel;
+      for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, 1, y.p, s, cfg);
+      CK(cudaStreamSynchronize(s));
+      std::printf("profile: %s %dx%d M=1 kernel %d launched twice\n", sh.name, N, K, kernel);
+    }
+  }
 }
 
 }  // namespace
@@ -495,10 +528,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--moe-prefill")) moe_prefill = true;
     else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
+    else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -517,6 +551,11 @@ int main(int argc, char** argv) {
     measure_copy(s);
     if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
+    } else if (g_decode) {
+      bench_dense({"dense_gate_up", 36864, 7168}, {1, 8}, s, false);
+      bench_dense({"dense_down", 7168, 18432}, {1, 8}, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {1}, s, true);
+      bench_moe({1, 2, 8}, s, 384);
     } else {
       check_quantizer(s);
       check_device_pack(s);

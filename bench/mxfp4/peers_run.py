@@ -10,6 +10,7 @@ ap.add_argument("--peers", required=True, help="path to mxfp4_peers.py")
 ap.add_argument("--json", required=True)
 ap.add_argument("--quick", action="store_true")
 ap.add_argument("--moe-tokens", type=int, nargs="+", help="only the MoE step at these token counts")
+ap.add_argument("--decode", action="store_true", help="the rows of mxfp4_bench --decode only")
 args = ap.parse_args()
 
 spec = importlib.util.spec_from_file_location("mxfp4_peers", args.peers)
@@ -26,8 +27,14 @@ def emit(**r):
 torch.manual_seed(0)
 shapes = [("dense_gate_up", 36864, 7168), ("dense_down", 7168, 18432),
           ("expert_gate_up", 4096, 7168), ("expert_down", 7168, 2048)]
-Ms = [1, 64] if args.quick else [1, 8, 32, 64]
-for name, N, K in ([] if args.moe_tokens else shapes):
+Ms = [1, 8] if args.decode else [1, 64] if args.quick else [1, 8, 32, 64]
+if args.decode:
+    shapes = shapes[:2]
+    args.moe_tokens = args.moe_tokens or [1, 2, 8]
+    dense_too = True
+else:
+    dense_too = not args.moe_tokens
+for name, N, K in (shapes if dense_too else []):
     codes, scales = peers.random_mxfp4(N, K)
     w = peers.dequant_mxfp4(codes, scales)
     for M in Ms:

@@ -37,8 +37,20 @@ constexpr int kDownWarps = 4;
 constexpr int kGateUpWarps = 4;
 constexpr int kDirectMaxPairs = 64;
 constexpr int kRingDepth = 8;
-constexpr int kGateUpSmem = kGateUpWarps * dev::ring_bytes(kRingDepth);
-constexpr int kDownSmem = kDownWarps * dev::ring_bytes(kRingDepth);
+// kDepth template value of the bulk-copy weight rings (strip_mma_bulk), and
+// their depth in stages of dev::kBulkTiles tiles.
+constexpr int kBulkLoads = -1;
+constexpr int kBulkStages = 3;
+// kDepth template value of register loads issued a whole batch ahead
+// (strip_mma_batched).
+constexpr int kBatchedLoads = -2;
+
+// Shared-memory bytes of one warp's weight ring for a kDepth (0: none).
+template <int kDepth>
+constexpr int warp_ring_bytes() {
+  return kDepth == kBulkLoads ? dev::bulk_ring_bytes(kBulkStages)
+                              : kDepth > 0 ? dev::ring_bytes(kDepth) : 0;
+}
 
 size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
 
@@ -166,12 +178,18 @@ __device__ ExpertPairs find_expert(const int* __restrict__ ids, int pairs, int E
   }
 }
 
-// kDepth 0: weights through registers (strip_mma); else a cp.async ring.
+// kDepth 0: weights through registers (strip_mma); kBatchedLoads: the same,
+// a batch's loads issued first; kBulkLoads: a ring filled by bulk copies; else
+// a cp.async ring of kDepth tiles.
 template <int NT, bool kBig, int kDepth>
 __device__ __forceinline__ void moe_strip(const uint8_t* codes, const uint8_t* scales, int kt0,
                                           int kt1, const uint16_t* const (&rows)[NT],
                                           float (&acc)[NT][4], uint8_t* ring, bool wait_prior) {
-  if constexpr (kDepth > 0)
+  if constexpr (kDepth == kBulkLoads)
+    dev::strip_mma_bulk<NT, kBig, kBulkStages>(codes, scales, kt0, kt1, rows, acc, ring, wait_prior);
+  else if constexpr (kDepth == kBatchedLoads)
+    dev::strip_mma_batched<NT, kBig>(codes, scales, kt0, kt1, rows, acc);
+  else if constexpr (kDepth > 0)
     dev::strip_mma_ring<NT, kBig, kDepth>(codes, scales, kt0, kt1, rows, acc, ring, wait_prior);
   else
     dev::strip_mma<NT, kBig>(codes, scales, kt0, kt1, rows, acc);
@@ -202,7 +220,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
   const int KT = H / kTileK;
   const int kt0 = warp * KT / kGateUpWarps, kt1 = (warp + 1) * KT / kGateUpWarps;
   const size_t tile0 = size_t(ep.e) * (2 * I / kStripRows) * KT + size_t(strip) * KT;
-  uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::ring_bytes(kDepth > 0 ? kDepth : 1);
+  uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * warp_ring_bytes<kDepth>();
   for (int c0 = 0; c0 < ep.cnt; c0 += 8) {
     const uint16_t* rows[1] = {c0 + g < ep.cnt ? x + size_t(ep.pairs[c0 + g] / topk) * H : nullptr};
     float acc[1][4] = {};
@@ -247,8 +265,8 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   const int KT = I / kTileK;
   const int kt0 = slice * KT / kKs, kt1 = (slice + 1) * KT / kKs;
   const size_t tile0 = size_t(ep.e) * (H / kStripRows) * KT + size_t(strip) * KT;
-  uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::ring_bytes(kDepth > 0 ? kDepth : 1);
-  if constexpr (kDepth == 0) dev::griddep_wait();
+  uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * warp_ring_bytes<kDepth>();
+  if constexpr (kDepth == 0 || kDepth == kBatchedLoads) dev::griddep_wait();
   for (int c0 = 0; c0 < ep.cnt; c0 += 8) {
     const uint16_t* rows[1] = {c0 + g < ep.cnt ? s.h + size_t(ep.pairs[c0 + g]) * I : nullptr};
     float acc[1][4] = {};
@@ -320,7 +338,8 @@ void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const
                    bool pdl) {
   const int E = w.experts, H = w.hidden, I = w.intermediate, pairs = T * topk;
   const unsigned ys = kDirect ? unsigned(pairs) : unsigned(std::min(E, pairs));
-  const int gu_smem = kDepth ? kGateUpSmem : 0, down_smem = kDepth ? kDownSmem : 0;
+  const int gu_smem = kGateUpWarps * warp_ring_bytes<kDepth>();
+  const int down_smem = kDownWarps * warp_ring_bytes<kDepth>();
   launch(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
          gu_smem, stream, false, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
          int64_t(T) * H);
@@ -337,8 +356,12 @@ void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const
 template <bool kBig, bool kDirect>
 void launch_decode_loads(const MoeWeights& w, const uint16_t* x, const int* ids,
                          const float* topk_weights, int T, int topk, float* out, const MoeScratch& s,
-                         cudaStream_t stream, int ks, bool ring, bool pdl) {
-  if (ring)
+                         cudaStream_t stream, int ks, int loads, bool pdl) {
+  if (loads == 4)
+    launch_decode<kBig, kBatchedLoads, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
+  else if (loads == 3)
+    launch_decode<kBig, kBulkLoads, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
+  else if (loads == 2)
     launch_decode<kBig, kRingDepth, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
   else
     launch_decode<kBig, 0, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
@@ -371,10 +394,13 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
   if (path == kPrefillPath && (2 * I) % 128)
     fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
-  if (config.weight_loads < 0 || config.weight_loads > 2 || config.pdl < 0 || config.pdl > 2)
-    fail_input("fused_moe_decode: weight_loads and pdl must be 0..2, got {} and {}",
+  if (config.weight_loads < 0 || config.weight_loads > 4 || config.pdl < 0 || config.pdl > 2)
+    fail_input("fused_moe_decode: weight_loads must be 0..4 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
-  const bool ring = config.weight_loads == 2;
+  // Auto: batched register loads (strip_mma_batched) on the direct path (H200,
+  // 2026-11-30, graph: 64.6 vs 66.9 us at 1 token, 117.1 vs 119.5 at 2); at 8
+  // tokens the routed register kernels stayed faster (416.6 vs 437.1).
+  const int loads = config.weight_loads ? config.weight_loads : pairs <= kDirectAutoPairs ? 4 : 1;
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
@@ -393,9 +419,9 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   auto run = [&](auto big) {
     constexpr bool kBig = decltype(big)::value;
     if (path == kDirectPath)
-      launch_decode_loads<kBig, true>(w, x, topk_ids, topk_weights, T, topk, out, s, stream, ks, ring, pdl);
+      launch_decode_loads<kBig, true>(w, x, topk_ids, topk_weights, T, topk, out, s, stream, ks, loads, pdl);
     else
-      launch_decode_loads<kBig, false>(w, x, topk_ids, topk_weights, T, topk, out, s, stream, ks, ring, pdl);
+      launch_decode_loads<kBig, false>(w, x, topk_ids, topk_weights, T, topk, out, s, stream, ks, loads, pdl);
   };
   if (w.big_scales) run(std::true_type{});
   else run(std::false_type{});

@@ -144,6 +144,124 @@ __device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
   }
 }
 
+// One 64-wide K tile of a strip: dequantize the lane's layout word `w` with its
+// scale pair `sc` and multiply with the NT token groups' activations xa.
+template <int NT, bool kBig>
+__device__ __forceinline__ void mma_tile(const uint4& w, uint32_t sc, const uint4 (&xa)[NT][2],
+                                         float (&acc)[NT][4]) {
+  const ScaleMul m = scale_multipliers<kBig>(sc);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];
+    dequant_fragment<kBig>(word_of(w, kk), m, a);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint4& xv = xa[nt][kk >> 1];
+      mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
+    }
+  }
+}
+
+// Ordinary (not read-only) versions of load_stream, a 16-bit load and
+// load_act: the compiler keeps them before a following __syncwarp.
+__device__ __forceinline__ uint4 load_stream_ordered(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t load_u16_ordered(const uint16_t* p) {
+  uint16_t v;
+  asm volatile("ld.global.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 load_act_ordered(const uint16_t* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The two 16-byte activation loads of one tile for each token group (zeros for
+// padding tokens).
+template <int NT>
+__device__ __forceinline__ void load_tile_acts(const uint16_t* const (&xrow)[NT], int offset,
+                                               uint4 (&xa)[NT][2]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (xrow[nt]) {
+      xa[nt][0] = load_act(xrow[nt] + offset);
+      xa[nt][1] = load_act(xrow[nt] + offset + 8);
+    } else {
+      xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Same result as strip_mma. Full batches of kU tiles run without any
+// per-tile condition and every load of the batch (weights, scales and the
+// activations) is issued before the first use; in strip_mma the compiler
+// issues only the first tile's loads, computes it, then issues the rest, and
+// loads each tile's activations just before its MMAs (SASS of bfb55ae). A
+// remainder of < kU tiles runs one tile at a time.
+template <int NT, bool kBig, int kU = 4>
+__device__ __forceinline__ void strip_mma_batched(const uint8_t* __restrict__ codes,
+                                                  const uint8_t* __restrict__ scales, int kt0,
+                                                  int kt1, const uint16_t* const (&rows)[NT],
+                                                  float (&acc)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint4* wp = reinterpret_cast<const uint4*>(codes) + lane + kt0 * 32;
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales) + (t >> 1) * 8 + g + kt0 * 16;
+  // Padding tokens read lane 0's token row (always a real one) instead of
+  // zeros: their output columns are never stored, and the loads need neither
+  // predicates nor zeroed registers (lanes reading one address share the load).
+  const uint16_t* real = reinterpret_cast<const uint16_t*>(
+      __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(rows[0]), 0));
+  const uint16_t* xrow[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) xrow[nt] = (rows[nt] ? rows[nt] : real) + kt0 * kTileK + 16 * t;
+  int kt = kt0;
+  for (; kt + kU <= kt1; kt += kU, wp += kU * 32, sp += kU * 16) {
+    uint4 w[kU];
+    uint32_t sc[kU];
+    uint4 xa[kU][NT][2];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      w[u] = load_stream_ordered(wp + u * 32);
+      sc[u] = load_u16_ordered(sp + u * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        xa[u][nt][0] = load_act_ordered(xrow[nt] + u * kTileK);
+        xa[u][nt][1] = load_act_ordered(xrow[nt] + u * kTileK + 8);
+      }
+    // ptxas otherwise sinks each tile's loads to just before its use (fewer
+    // registers, one tile in flight). It keeps ordinary (not read-only .nc)
+    // loads on their side of a warp barrier.
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kU; ++u) mma_tile<NT, kBig>(w[u], sc[u], xa[u], acc);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) xrow[nt] += kU * kTileK;
+  }
+  for (; kt < kt1; ++kt, wp += 32, sp += 16) {
+    const uint4 w = load_stream(wp);
+    const uint32_t sc = __ldg(sp);
+    uint4 xa[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      xa[nt][0] = load_act(xrow[nt]);
+      xa[nt][1] = load_act(xrow[nt] + 8);
+      xrow[nt] += kTileK;
+    }
+    mma_tile<NT, kBig>(w, sc, xa, acc);
+  }
+}
+
 // ---- Asynchronous copies into shared memory (cp.async, sm_80+) ----
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -268,6 +386,143 @@ __device__ __forceinline__ void strip_mma_ring(const uint8_t* __restrict__ codes
       }
     }
   }
+}
+
+// ---- Bulk copies (cp.async.bulk completing on an mbarrier, sm_90) ----
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_inval(uint32_t bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+// Makes barrier initializations visible to the copy engine (async proxy).
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Spins until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "MBAR_WAIT_LOOP:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra MBAR_WAIT_LOOP;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// `bytes` (multiple of 16) from global to this CTA's shared memory; completion
+// is counted on `bar` (both addresses 16-byte aligned).
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                              uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ uint32_t lds_u16(uint32_t a) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
+  return v;
+}
+
+// Per-warp bulk ring: kStages stages of kBulkTiles weight tiles each. Layout:
+// [stages x kBulkTiles x 512 code bytes][stages x kBulkTiles x 32 scale bytes]
+// [stages x 8-byte mbarrier], rounded up to 128 bytes.
+constexpr int kBulkTiles = 4;
+constexpr int bulk_ring_bytes(int stages) {
+  return (stages * (kBulkTiles * (kTileCodeBytes + kTileScaleBytes) + 8) + 127) / 128 * 128;
+}
+
+// Same result as strip_mma, but one lane of the warp streams the strip's
+// weights (tiles [kt0, kt1) are contiguous: codes and scales) into the warp's
+// ring `ring` (bulk_ring_bytes(kStages), 16-byte aligned) with one bulk copy
+// per stage and array, kStages stages ahead. So up to kStages x 2 KB per warp
+// are in flight while the warp computes, with no registers held for them and
+// two instructions per tile (LDS.128 + LDS.U16) instead of the two global
+// loads. A stage is refilled as soon as its tiles are in registers. When
+// `wait_prior_grid`, the first stages are requested before waiting for the
+// previous kernel (programmatic dependent launch): activations may come from it.
+template <int NT, bool kBig, int kStages>
+__device__ __forceinline__ void strip_mma_bulk(const uint8_t* __restrict__ codes,
+                                               const uint8_t* __restrict__ scales, int kt0, int kt1,
+                                               const uint16_t* const (&rows)[NT], float (&acc)[NT][4],
+                                               uint8_t* ring, bool wait_prior_grid = false) {
+  constexpr int kStageCode = kBulkTiles * kTileCodeBytes, kStageScale = kBulkTiles * kTileScaleBytes;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t rc = smem_addr(ring);
+  const uint32_t rs = rc + kStages * kStageCode;
+  const uint32_t rb = rs + kStages * kStageScale;
+  const int n = kt1 - kt0;
+  const int stages = (n + kBulkTiles - 1) / kBulkTiles;
+  const uint8_t* csrc = codes + size_t(kt0) * kTileCodeBytes;
+  const uint8_t* ssrc = scales + size_t(kt0) * kTileScaleBytes;
+  auto issue = [&](int j, int st) {  // stage j of the strip into ring slot st
+    const int c = min(kBulkTiles, n - j * kBulkTiles);
+    const uint32_t bar = rb + 8 * st;
+    mbar_arrive_expect_tx(bar, c * (kTileCodeBytes + kTileScaleBytes));
+    bulk_copy_g2s(rc + st * kStageCode, csrc + size_t(j) * kStageCode, c * kTileCodeBytes, bar);
+    bulk_copy_g2s(rs + st * kStageScale, ssrc + size_t(j) * kStageScale, c * kTileScaleBytes, bar);
+  };
+  if (lane == 0) {
+#pragma unroll
+    for (int st = 0; st < kStages; ++st) mbar_init(rb + 8 * st, 1);
+    fence_mbar_init();
+#pragma unroll
+    for (int st = 0; st < kStages; ++st)
+      if (st < stages) issue(st, st);
+  }
+  __syncwarp();
+  if (wait_prior_grid) griddep_wait();
+  const uint16_t* xrow[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) xrow[nt] = rows[nt] ? rows[nt] + kt0 * kTileK + 16 * t : nullptr;
+  const uint32_t lane_code = lane * 16, lane_scale = (t >> 1) * 16 + 2 * g;
+  int st = 0;
+  uint32_t phase = 0;
+  for (int i = 0; i < stages; ++i) {
+    const int c = min(kBulkTiles, n - i * kBulkTiles);
+    // The stage's activations (L1/L2 hits) before the wait, so that their
+    // latency overlaps it instead of stalling every tile; the wait's memory
+    // clobber keeps the compiler from sinking them.
+    uint4 xa[kBulkTiles][NT][2];
+#pragma unroll
+    for (int u = 0; u < kBulkTiles; ++u) {
+      if (u < c) load_tile_acts<NT>(xrow, u * kTileK, xa[u]);
+    }
+    mbar_wait(rb + 8 * st, phase);
+    uint4 w[kBulkTiles];
+    uint32_t sc[kBulkTiles];
+#pragma unroll
+    for (int u = 0; u < kBulkTiles; ++u) {
+      w[u] = lds128(rc + st * kStageCode + u * kTileCodeBytes + lane_code);
+      sc[u] = lds_u16(rs + st * kStageScale + u * kTileScaleBytes + lane_scale);
+    }
+    // Every lane has its copy of the stage: refill the slot kStages ahead.
+    __syncwarp();
+    if (lane == 0 && i + kStages < stages) issue(i + kStages, st);
+#pragma unroll
+    for (int u = 0; u < kBulkTiles; ++u) {
+      if (u >= c) break;
+      mma_tile<NT, kBig>(w[u], sc[u], xa[u], acc);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      if (xrow[nt]) xrow[nt] += kBulkTiles * kTileK;
+    if (++st == kStages) st = 0, phase ^= 1;
+  }
+  // Every issued stage was waited for: no copy is in flight. Invalidate the
+  // barriers so the ring can be set up again (MoE strips call this per group).
+  __syncwarp();
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) mbar_inval(rb + 8 * s);
+  }
+  __syncwarp();
 }
 
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {

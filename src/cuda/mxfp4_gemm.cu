@@ -2,6 +2,7 @@
 // warps split K, partial sums meet in shared memory. Weights are the A operand
 // of mma.m16n8k16 (16 rows), tokens the N operand (8 per MMA), so M = 1 wastes
 // MMA lanes but not memory traffic, which is what decode is bound by.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,8 +28,10 @@ constexpr int ring_depth(int warps) { return warps <= 8 ? 8 : 4; }
 // read the same activations at about the same time, so with many tokens the
 // activations come from L1 kSpc times less often; the K-slices meet in shared
 // memory. kDepth = 0: weights loaded into registers 4 tiles at a time
-// (strip_mma); kDepth > 0: streamed through a per-warp cp.async ring
-// (strip_mma_ring), whose space then holds the warp's partial sums.
+// (strip_mma); kBatched: the same with every load of a batch issued before
+// its first use (strip_mma_batched); kDepth > 0: streamed through a per-warp
+// cp.async ring (strip_mma_ring), whose space then holds the warp's partial sums.
+constexpr int kBatched = -2;
 template <int NT, int kSpc, int kKs, bool kBig, int kDepth>
 __global__ void __launch_bounds__(kSpc * kKs * 32)
     dense_gemm_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
@@ -36,7 +39,7 @@ __global__ void __launch_bounds__(kSpc * kKs * 32)
                       uint16_t* __restrict__ y) {
   extern __shared__ uint4 dyn_smem[];
   constexpr int kPartialBytes = NT * 4 * 32 * 4;  // one warp's accumulators
-  constexpr int kRegionBytes = kDepth ? dev::ring_bytes(kDepth) : kPartialBytes;
+  constexpr int kRegionBytes = kDepth > 0 ? dev::ring_bytes(kDepth) : kPartialBytes;
   static_assert(kRegionBytes >= kPartialBytes, "ring too small for the partial sums");
   uint8_t* smem = reinterpret_cast<uint8_t*>(dyn_smem);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -59,6 +62,9 @@ __global__ void __launch_bounds__(kSpc * kKs * 32)
     dev::strip_mma_ring<NT, kBig, kDepth>(codes + tile0 * kTileCodeBytes,
                                           scales + tile0 * kTileScaleBytes, kt0, kt1, rows, acc,
                                           region);
+  else if constexpr (kDepth == kBatched)
+    dev::strip_mma_batched<NT, kBig>(codes + tile0 * kTileCodeBytes,
+                                     scales + tile0 * kTileScaleBytes, kt0, kt1, rows, acc);
   else
     dev::strip_mma<NT, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
                              kt1, rows, acc);
@@ -88,7 +94,7 @@ template <int NT, int kSpc, int kKs, bool kBig, int kDepth>
 void launch_dense_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                           cudaStream_t stream) {
   constexpr int kWarps = kSpc * kKs;
-  constexpr int kRegion = kDepth ? dev::ring_bytes(kDepth) : NT * 4 * 32 * 4;
+  constexpr int kRegion = kDepth > 0 ? dev::ring_bytes(kDepth) : NT * 4 * 32 * 4;
   constexpr int kSmem = kWarps * kRegion;
   auto* kernel = dense_gemm_kernel<NT, kSpc, kKs, kBig, kDepth>;
   if constexpr (kSmem > 48 * 1024) {
@@ -100,37 +106,171 @@ void launch_dense_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, 
   MX_CUDA_CHECK(cudaGetLastError());
 }
 
+// How the strip kernels load weights: GemmConfig kernel 1, 2 and 5.
+enum class Loads { kRegisters, kRing, kBatched };
+
 template <int NT, int kSpc, int kKs>
 void launch_dense(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                  cudaStream_t stream, bool ring) {
+                  cudaStream_t stream, Loads loads) {
   if ((w.rows / kStripRows) % kSpc)
     fail_input("mxfp4_gemm: {} strips of 16 rows do not split into CTAs of {}", w.rows / kStripRows, kSpc);
   constexpr int kDepth = ring_depth(kSpc * kKs);
-  if (ring) {
+  if (loads == Loads::kRing) {
     if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kDepth>(w, x, M, y, stream);
     else launch_dense_variant<NT, kSpc, kKs, false, kDepth>(w, x, M, y, stream);
+  } else if (loads == Loads::kBatched) {
+    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatched>(w, x, M, y, stream);
+    else launch_dense_variant<NT, kSpc, kKs, false, kBatched>(w, x, M, y, stream);
   } else {
     if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, 0>(w, x, M, y, stream);
     else launch_dense_variant<NT, kSpc, kKs, false, 0>(w, x, M, y, stream);
   }
 }
 
+// Bulk-ring strip kernel (GemmConfig kernel 4): kKs warps per CTA, each a
+// K-slice of one strip, weights streamed by bulk copies (strip_mma_bulk;
+// kBulk false: register loads, strip_mma, not compiled now). With
+// kC > 1 the strip's K is split over the kC CTAs of a thread-block cluster that
+// sum their partials through distributed shared memory: this makes the CTAs
+// smaller and more numerous, so that they spread evenly over the SMs (448
+// strips of 8 warps fill 132 SMs with 3 or 4 CTAs each: the SMs with 4 set
+// the time).
+constexpr int kBulkStages = 3;
+
+template <int NT>
+constexpr int bulk_partial_floats() { return NT * 4 * 32; }
+
+template <bool kBulk>
+constexpr int bulk_ring_or_none() { return kBulk ? dev::bulk_ring_bytes(kBulkStages) : 0; }
+
+template <int NT, int kKs, bool kBulk>
+constexpr int bulk_smem_bytes() {
+  return kKs * bulk_ring_or_none<kBulk>() + kKs * bulk_partial_floats<NT>() * 4;
+}
+
+template <int NT, int kKs, int kC, bool kBig, bool kBulk>
+__global__ void __launch_bounds__(kKs * 32)
+    dense_bulk_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
+                      const uint16_t* __restrict__ x, int M, int N, int K,
+                      uint16_t* __restrict__ y) {
+  extern __shared__ uint4 dyn_smem[];
+  constexpr int kRing = bulk_ring_or_none<kBulk>(), kEntries = bulk_partial_floats<NT>();
+  uint8_t* smem = reinterpret_cast<uint8_t*>(dyn_smem);
+  float* part = reinterpret_cast<float*>(smem + kKs * kRing);  // [kKs][kEntries]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+  const int strip = blockIdx.x / kC, rank = blockIdx.x % kC;
+  const int KT = K / kTileK, slice = rank * kKs + warp;
+  const int kt0 = slice * KT / (kC * kKs), kt1 = (slice + 1) * KT / (kC * kKs);
+  const uint16_t* rows[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int token = nt * 8 + g;
+    rows[nt] = token < M ? x + size_t(token) * K : nullptr;
+  }
+  float acc[NT][4] = {};
+  const size_t tile0 = size_t(strip) * KT;
+  if constexpr (kBulk)
+    dev::strip_mma_bulk<NT, kBig, kBulkStages>(codes + tile0 * kTileCodeBytes,
+                                               scales + tile0 * kTileScaleBytes, kt0, kt1, rows, acc,
+                                               smem + warp * kRing);
+  else
+    dev::strip_mma<NT, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
+                             kt1, rows, acc);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) part[warp * kEntries + (nt * 4 + c) * 32 + lane] = acc[nt][c];
+  __syncthreads();
+  // The CTA's sum, in place in warp 0's slot (entry e is only touched by thread e).
+  for (int e = threadIdx.x; e < kEntries; e += kKs * 32) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kKs; ++k) sum += part[k * kEntries + e];
+    part[e] = sum;
+  }
+  auto store = [&](int e, float v) {
+    const int i = e >> 5, l = e & 31, nt = i >> 2, c = i & 3;
+    const int row = strip * kStripRows + (l >> 2) + 8 * (c >> 1);
+    const int token = nt * 8 + 2 * (l & 3) + (c & 1);
+    if (token < M) y[size_t(token) * N + row] = dev::float_to_bf16_bits(v);
+  };
+  if constexpr (kC == 1) {
+    for (int e = threadIdx.x; e < kEntries; e += kKs * 32) store(e, part[e]);
+  } else {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    // Rank r sums entries [r * kEntries / kC, ...) over the cluster.
+    const int e0 = rank * kEntries / kC, e1 = (rank + 1) * kEntries / kC;
+    for (int e = e0 + int(threadIdx.x); e < e1; e += kKs * 32) {
+      float sum = 0.f;
+#pragma unroll
+      for (int q = 0; q < kC; ++q) sum += cluster.map_shared_rank(part, q)[e];
+      store(e, sum);
+    }
+    cluster.sync();  // keep this CTA's partial alive until every rank has read it
+  }
+}
+
+template <int NT, int kKs, int kC, bool kBig, bool kBulk>
+void launch_bulk_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
+                         cudaStream_t stream) {
+  constexpr int kSmem = bulk_smem_bytes<NT, kKs, kBulk>();
+  auto* kernel = dense_bulk_kernel<NT, kKs, kC, kBig, kBulk>;
+  if constexpr (kSmem > 48 * 1024) {
+    static PerDeviceOnce smem_attribute;
+    smem_attribute([&] { MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)); });
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(w.rows / kStripRows * kC));
+  cfg.blockDim = dim3(kKs * 32);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kC;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = kC > 1 ? 1 : 0;
+  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y));
+}
+
+template <int NT, int kKs, int kC, bool kBulk>
+void launch_bulk_scales(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
+                        cudaStream_t stream) {
+  if (w.big_scales) launch_bulk_variant<NT, kKs, kC, true, kBulk>(w, x, M, y, stream);
+  else launch_bulk_variant<NT, kKs, kC, false, kBulk>(w, x, M, y, stream);
+}
+
+// Compiled: 4 warps per CTA, clusters of 1 or 2 CTAs, up to 16 tokens per pass.
+template <int NT>
+void launch_bulk(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
+                 cudaStream_t stream, int ks, int cluster) {
+  if constexpr (NT <= 2) {
+    if (ks == 4 && cluster == 1) return launch_bulk_scales<NT, 4, 1, true>(w, x, M, y, stream);
+    if (ks == 4 && cluster == 2) return launch_bulk_scales<NT, 4, 2, true>(w, x, M, y, stream);
+  }
+  fail_input("mxfp4_gemm: no bulk kernel for {} K-slices x {} CTAs at {} tokens", ks, cluster, M);
+}
+
 // The (strips per CTA, K-slices) pairs compiled for each token-group count.
 template <int NT>
 void launch_for_config(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                       cudaStream_t stream, int spc, int ks, bool ring) {
+                       cudaStream_t stream, int spc, int ks, Loads loads) {
   if constexpr (NT <= 2) {
-    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, ring);
-    if (spc == 1 && ks == 8) return launch_dense<NT, 1, 8>(w, x, M, y, stream, ring);
-    if (spc == 1 && ks == 16) return launch_dense<NT, 1, 16>(w, x, M, y, stream, ring);
+    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, loads);
+    if (spc == 1 && ks == 8) return launch_dense<NT, 1, 8>(w, x, M, y, stream, loads);
+    if (spc == 1 && ks == 16) return launch_dense<NT, 1, 16>(w, x, M, y, stream, loads);
   } else {
-    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, ring);
+    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, loads);
   }
   fail_input("mxfp4_gemm: no strip kernel for {} strips per CTA x {} K-slices at {} tokens", spc, ks, M);
 }
 
-// Measured on H200 (docs/kernels.md, runs 3-8). Up to 32 tokens: the strip
-// kernel with register loads (the cp.async ring measured 5-25% slower); with
+// Measured on H200 (docs/kernels.md, runs 3-10). Up to 32 tokens: the strip
+// kernel with register loads (the cp.async ring measured 5-25% slower, the
+// bulk-copy ring 10-25% slower; batched loads faster on large weights, below); with
 // <= 16 tokens K-slices give each strip more warps: large weights (>= 2048
 // strips) fill the GPU with 4, a few hundred strips over a long K want 16, short
 // K wants 8. More than 32 tokens on large weights (N*K >= 64M, N % 128 == 0):
@@ -149,6 +289,11 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   if (M > 16 || strips >= 2048) c.k_slices = 4;
   else if (strips <= 256 && tiles >= 96) c.k_slices = 16;
   else c.k_slices = 8;
+  // Up to 8 tokens on large weights: every load of a batch issued first
+  // (kernel 5; H200, 2026-11-30: 36864x7168 44.2 vs 48.9 us, 7168x18432 29.3
+  // vs 30.7 at M=1; expert-sized 4096x7168 slower, 13.2-14.1 vs 11.7: 74
+  // registers leave too few warps for few strips).
+  if (M <= 8 && w.rows * w.cols >= (int64_t(64) << 20)) c.kernel = 5;
   return c;
 }
 
@@ -164,17 +309,25 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.kernel) c.kernel = config.kernel;
   if (config.k_slices) c.k_slices = config.k_slices;
   if (config.strips_per_cta) c.strips_per_cta = config.strips_per_cta;
-  if (c.kernel < 1 || c.kernel > 3) fail_input("mxfp4_gemm: kernel must be 1, 2 or 3, got {}", c.kernel);
+  if (config.k_splits) c.k_splits = config.k_splits;
+  if (c.kernel < 1 || c.kernel > 5) fail_input("mxfp4_gemm: kernel must be 1..5, got {}", c.kernel);
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
-  const bool ring = c.kernel == 2;
+  if (c.kernel == 4) {
+    if (M > 16) fail_input("mxfp4_gemm: the bulk kernel takes up to 16 tokens, got {}", M);
+    const int cluster = c.k_splits ? c.k_splits : 1;
+    if (!config.k_slices && c.k_slices != 4) c.k_slices = 4;
+    if (M <= 8) return launch_bulk<1>(w, x, M, y, stream, c.k_slices, cluster);
+    return launch_bulk<2>(w, x, M, y, stream, c.k_slices, cluster);
+  }
+  const Loads loads = c.kernel == 2 ? Loads::kRing : c.kernel == 5 ? Loads::kBatched : Loads::kRegisters;
   for (int m0 = 0; m0 < M; m0 += kMaxTokensPerPass) {
     const int m = std::min(kMaxTokensPerPass, M - m0);
     const uint16_t* xs = x + size_t(m0) * w.cols;
     uint16_t* ys = y + size_t(m0) * w.rows;
-    if (m <= 8) launch_for_config<1>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, ring);
-    else if (m <= 16) launch_for_config<2>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, ring);
-    else if (m <= 32) launch_for_config<4>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, ring);
-    else launch_for_config<8>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, ring);
+    if (m <= 8) launch_for_config<1>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
+    else if (m <= 16) launch_for_config<2>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
+    else if (m <= 32) launch_for_config<4>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
+    else launch_for_config<8>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
   }
 }
 

@@ -22,15 +22,20 @@ struct Mxfp4DeviceWeight {
 // and the CLI can force them.
 // kernel: 1 = strip kernel, weights through registers (the first version);
 // 2 = strip kernel, weights through a per-warp cp.async ring in shared memory;
-// 3 = tiled tensor-core kernel (128 rows x 64 tokens per CTA, N % 128 == 0).
-// Strip kernels: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
+// 3 = tiled tensor-core kernel (128 rows x 64 tokens per CTA, N % 128 == 0);
+// 4 = strip kernel, weights through a per-warp ring filled by bulk copies
+// (cp.async.bulk + mbarrier, one lane per warp issues them), up to 16 tokens;
+// 5 = strip kernel 1 with every load of a 4-tile batch issued before its first
+// use (weights, scales and activations).
+// Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
-// split K.
+// split K. Kernel 5 takes kernel 1's k_slices. Kernel 4: k_slices 4;
+// k_splits 1 or 2 CTAs (one cluster) split K.
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1, 2 or 3 (above)
-  int k_splits = 0;        // tiled kernel: CTAs splitting K (0 = from the shape)
+  int kernel = 0;          // 0 = from the shape, else 1..5 (above)
+  int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
@@ -81,7 +86,9 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 // to 256 pairs, A from registers, B from shared memory) and path 3's down.
 // Auto: 2 up to 16 pairs, 4 from 170 pairs per expert on average (T * topk >=
 // 170 * experts), 3 from 32, else 1. weight_loads (decode paths):
-// 1 = registers (auto), 2 = per-warp cp.async rings. pdl: 1 = launch down with
+// 1 = registers (auto), 2 = per-warp cp.async rings, 3 = per-warp rings filled
+// by bulk copies (with pdl, down's first weights are requested before it waits
+// for gate_up), 4 = registers with every load of a 4-tile batch issued first. pdl: 1 = launch down with
 // programmatic dependent launch (its CTAs start while gate_up finishes),
 // 2 = off; auto: on up to 16 pairs.
 struct MoeConfig {
