@@ -19,6 +19,12 @@ class Communicator {
   // x = sum over ranks of x (F32), in place. Every rank ends with the same
   // values (bitwise: the sum is taken in the same order everywhere).
   virtual void all_reduce_sum(Tensor& x) = 0;
+  // The stream of this rank's Ops backend (Ops::device_stream()), or null:
+  // a collective on a device tensor is then enqueued on that stream, in order
+  // with the backend's kernels and without waiting on the host, so a step's
+  // collectives can also be recorded into a CUDA graph. Ignored by
+  // communicators without device streams.
+  virtual void set_device_stream(void* stream) { (void)stream; }
   // Rank r's x ([rows, ...]) lands at rows [r*rows, (r+1)*rows) of the result
   // [world*rows, ...].
   virtual Tensor all_gather(const Tensor& x) = 0;

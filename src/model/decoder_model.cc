@@ -22,6 +22,8 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
   ops_ = make_ops(options.device, backend);
   if (options.profile_ops)
     ops_ = std::make_unique<ProfilingOps>(std::move(ops_), fmt::format("{} rank {}", options.device, options.shard.rank));
+  // The all-reduces of a sharded step run in order on the backend's stream.
+  if (options.shard.sharded() && options.shard.comm) options.shard.comm->set_device_stream(ops_->device_stream());
   loader_ = std::make_unique<WeightLoader>(config_, *source_);
 }
 
@@ -82,12 +84,6 @@ void DecoderModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size, KvC
 void DecoderModel::enable_step_graphs(const StepGraphConfig& config) {
   if (!kv_allocated_) fail("enable_step_graphs called before allocate_kv_cache");
   if (!ops_->supports_step_graphs() || scratch_block_ < 0 || config.batch_sizes.empty()) return;
-  // The NCCL communicator synchronizes the host around each collective
-  // (nccl_communicator.cc), which a capture cannot contain.
-  if (options_.shard.sharded()) {
-    if (options_.shard.rank == 0) log::info("CUDA graphs are off under tensor parallelism (decode runs op by op)");
-    return;
-  }
   graphs_ = config;
 }
 

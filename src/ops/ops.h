@@ -109,6 +109,10 @@ class Ops {
   // need host data that was not prepared (the backend throws, the model
   // calls abort_capture() and runs the step eagerly).
   virtual bool supports_step_graphs() const { return false; }
+  // The device stream this backend's ops run on (cudaStream_t on CUDA), or
+  // null for a host backend; a communicator enqueues its collectives there
+  // (Communicator::set_device_stream).
+  virtual void* device_stream() { return nullptr; }
   virtual void begin_static_step() { begin_step(); }
   // Replays the recording of `key` (its output: out); false when there is none
   // or this step's prepares do not match the recorded ones.

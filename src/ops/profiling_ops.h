@@ -59,6 +59,7 @@ class ProfilingOps : public Ops {
   void begin_step() override;
   void prepare(const std::vector<int32_t>& values) override { inner_->prepare(values); }
   void prepare(const std::vector<int64_t>& values) override { inner_->prepare(values); }
+  void* device_stream() override { return inner_->device_stream(); }
   void prepare(const AttentionMeta& meta) override;
   std::unique_ptr<OpClock> make_clock() override { return inner_->make_clock(); }
   void begin_region(const char* name) override;

@@ -76,6 +76,7 @@ class CudaOps : public Ops {
 
   // Step graphs (step_graphs.h).
   bool supports_step_graphs() const override { return !options_.cpu_attention; }
+  void* device_stream() override { return stream_; }
   void begin_static_step() override;
   bool replay_step(uint64_t key, Tensor& out) override { return graphs_.replay(key, out); }
   bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape) override;

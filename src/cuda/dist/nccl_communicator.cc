@@ -53,11 +53,14 @@ struct NcclGroup {
   }
 };
 
-// One rank. Its collectives run on a stream of its own; since the Ops
-// backend's stream is not visible here, the device is synchronized before
-// (the input is complete) and the stream after (the result is) each call.
-// Host-resident tensors (a backend that keeps activations on the host) are
-// staged through a device buffer.
+// One rank. With the Ops backend's stream given (set_device_stream), an
+// all-reduce of a device tensor is enqueued on it: ordered after the kernels
+// that made the input and before those that read the result, no host wait
+// (so it can be captured into a step graph). Otherwise collectives run on a
+// stream of their own: the device is synchronized before (the input is
+// complete) and the stream after (the result is) each call. Host-resident
+// tensors (a backend that keeps activations on the host) are staged through a
+// device buffer.
 class NcclCommunicator : public Communicator {
  public:
   // rank: global; local: index of its comm in the group (the same in one process).
@@ -70,7 +73,15 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
 
+  void set_device_stream(void* stream) override { device_stream_ = static_cast<cudaStream_t>(stream); }
+
   void all_reduce_sum(Tensor& x) override {
+    if (device_stream_ && x.device() == Device::CUDA) {
+      check_nccl(ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), nccl_type(x.dtype()), ncclSum, comm(),
+                               device_stream_),
+                 "all_reduce");
+      return;
+    }
     void* d = device_view(x, 0);
     check_nccl(ncclAllReduce(d, d, size_t(x.numel()), nccl_type(x.dtype()), ncclSum, comm(), stream_), "all_reduce");
     finish(x, d, 0);
@@ -152,6 +163,7 @@ class NcclCommunicator : public Communicator {
   std::shared_ptr<NcclGroup> group_;
   int rank_, local_, world_, device_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t device_stream_ = nullptr;  // the backend's (not owned)
   void* staging_ = nullptr;
   size_t staging_bytes_ = 0;
 };
