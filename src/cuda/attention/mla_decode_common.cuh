@@ -148,11 +148,10 @@ constexpr uint32_t kBytes01 = 0x9180, kBytes23 = 0xB3A2, kBytes02 = 0xA280, kByt
 __device__ __forceinline__ int fp8_pos(int row, int chunk) {
   return chunk < 32 ? (chunk & ~7) | ((chunk ^ row) & 7) : 32 | ((chunk ^ (row >> 1)) & 3);
 }
-// Cache slot (block * block_size + offset) of this thread's row of tile `tile`
-// (0 past the context), looked up one tile ahead of its copy. A slot fits 32
-// bits: 2^32 rows of 576 bytes would be 2.5 TB of cache.
-__device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_t* table, int ctx, int tile) {
-  const int token = tile * fused::kTile + (threadIdx.x >> 3);
+// Cache slot (block * block_size + offset) of token `token` of a sequence (0
+// past the context). A slot fits 32 bits: 2^32 rows of 576 bytes would be
+// 2.5 TB of cache.
+__device__ __forceinline__ uint32_t token_slot(const Params& p, const int32_t* table, int ctx, int token) {
   if (token >= ctx) return 0;
   int blk, off;
   if (p.block_shift >= 0) {
@@ -161,6 +160,10 @@ __device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_
     blk = token / p.block_size, off = token - blk * p.block_size;
   }
   return uint32_t(__ldg(table + blk)) * uint32_t(p.block_size) + uint32_t(off);
+}
+// The slot of this thread's row of tile `tile`, looked up one tile ahead of its copy.
+__device__ __forceinline__ uint32_t fused_row_slot(const Params& p, const int32_t* table, int ctx, int tile) {
+  return token_slot(p, table, ctx, tile * fused::kTile + (threadIdx.x >> 3));
 }
 
 // Tile `tile` (32 tokens) into stage `st`: thread (row = tid / 8, sub = tid % 8)

@@ -110,15 +110,7 @@ __device__ __forceinline__ float2 from_e4m3x2(uint32_t v) {
 
 // Cache slot of row `row` of tile `tile` (0 past the context).
 __device__ __forceinline__ uint32_t row_slot(const Params& p, const int32_t* table, int ctx, int tile, int row) {
-  const int token = tile * wg::kTile + row;
-  if (token >= ctx) return 0;
-  int blk, off;
-  if (p.block_shift >= 0) {
-    blk = token >> p.block_shift, off = token & ((1 << p.block_shift) - 1);
-  } else {
-    blk = token / p.block_size, off = token - blk * p.block_size;
-  }
-  return uint32_t(__ldg(table + blk)) * uint32_t(p.block_size) + uint32_t(off);
+  return token_slot(p, table, ctx, tile * wg::kTile + row);
 }
 // The slots of this thread's four rows (16 ps + tid / 8) of tile `tile`.
 __device__ __forceinline__ void tile_slots(const Params& p, const int32_t* table, int ctx, int tile, uint32_t (&slot)[4]) {
