@@ -274,7 +274,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (M <= 16) variants.push_back({1, 0, 0});
         else if (M > 16) variants.insert(variants.end(), {{1, 4, 0}, {3, 0, 0}, {3, 1, 0}, {3, 4, 0}});
       }
-      if (!a4 && M <= 16) variants.insert(variants.end(), {{5, 0, 0}, {5, 4, 0}, {4, 4, 1}, {4, 4, 2}});
+      if (!a4 && M <= 16) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
       for (auto [kernel, kparam, cluster] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
@@ -306,8 +306,9 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (kernel == 2) r.note = "ring" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 4)
           r.note = "bulk ks=" + std::to_string(kparam) + " cluster=" + std::to_string(cluster);
-        else if (kernel == 5)
-          r.note = "batched registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
+        else if (kernel == 5 || kernel == 6)
+          r.note = std::string(kernel == 5 ? "batched registers" : "batched registers <= 64 regs") +
+                   (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
@@ -417,6 +418,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T <= 8) variants.push_back({"direct, bulk, PDL, down ks=1", 2, 1, 3, 1});
     if (T <= 8) variants.push_back({"direct, batched registers, PDL", 2, 0, 4, 1});
     if (T <= 8) variants.push_back({"direct, batched registers, PDL, down ks=1", 2, 1, 4, 1});
+    if (T <= 8) variants.push_back({"direct, batched <= 64 regs, PDL", 2, 0, 5, 1});
     if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
     if (T == 40) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
     if (T == 512) variants.push_back({"routed, registers", 1, 0, 1, 2});

@@ -44,6 +44,10 @@ constexpr int kBulkStages = 3;
 // kDepth template value of register loads issued a whole batch ahead
 // (strip_mma_batched).
 constexpr int kBatchedLoads = -2;
+// The same with 3-tile batches and at most 64 registers per thread, for 8 CTAs
+// of 4 warps per SM instead of 6 (4-tile batches spill at 64 registers).
+constexpr int kBatchedTightLoads = -3;
+constexpr int moe_min_ctas_per_sm(int depth) { return depth == kBatchedTightLoads ? 8 : 1; }
 
 // Shared-memory bytes of one warp's weight ring for a kDepth (0: none).
 template <int kDepth>
@@ -189,6 +193,8 @@ __device__ __forceinline__ void moe_strip(const uint8_t* codes, const uint8_t* s
     dev::strip_mma_bulk<NT, kBig, kBulkStages>(codes, scales, kt0, kt1, rows, acc, ring, wait_prior);
   else if constexpr (kDepth == kBatchedLoads)
     dev::strip_mma_batched<NT, kBig>(codes, scales, kt0, kt1, rows, acc);
+  else if constexpr (kDepth == kBatchedTightLoads)
+    dev::strip_mma_batched<NT, kBig, 3>(codes, scales, kt0, kt1, rows, acc);
   else if constexpr (kDepth > 0)
     dev::strip_mma_ring<NT, kBig, kDepth>(codes, scales, kt0, kt1, rows, acc, ring, wait_prior);
   else
@@ -197,7 +203,7 @@ __device__ __forceinline__ void moe_strip(const uint8_t* codes, const uint8_t* s
 
 // kGateUpWarps warps split K (H) of one strip.
 template <bool kBig, int kDepth, bool kDirect>
-__global__ void __launch_bounds__(kGateUpWarps * 32)
+__global__ void __launch_bounds__(kGateUpWarps * 32, moe_min_ctas_per_sm(kDepth))
     gate_up_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                    const uint16_t* __restrict__ x, const int* __restrict__ ids, int pairs, int E,
                    int H, int I, int topk, MoeScratch s, float* __restrict__ out,
@@ -249,7 +255,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
 
 // CTA = kDownWarps warps = (kDownWarps / kKs) strips x kKs K-slices.
 template <int kKs, bool kBig, int kDepth, bool kDirect>
-__global__ void __launch_bounds__(kDownWarps * 32)
+__global__ void __launch_bounds__(kDownWarps * 32, moe_min_ctas_per_sm(kDepth))
     down_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                 const int* __restrict__ ids, int pairs, int E, int H, int I, int topk, MoeScratch s,
                 const float* __restrict__ weights, float* __restrict__ out) {
@@ -266,7 +272,8 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   const int kt0 = slice * KT / kKs, kt1 = (slice + 1) * KT / kKs;
   const size_t tile0 = size_t(ep.e) * (H / kStripRows) * KT + size_t(strip) * KT;
   uint8_t* ring = reinterpret_cast<uint8_t*>(dyn_smem) + warp * warp_ring_bytes<kDepth>();
-  if constexpr (kDepth == 0 || kDepth == kBatchedLoads) dev::griddep_wait();
+  if constexpr (kDepth == 0 || kDepth == kBatchedLoads || kDepth == kBatchedTightLoads)
+    dev::griddep_wait();
   for (int c0 = 0; c0 < ep.cnt; c0 += 8) {
     const uint16_t* rows[1] = {c0 + g < ep.cnt ? s.h + size_t(ep.pairs[c0 + g]) * I : nullptr};
     float acc[1][4] = {};
@@ -357,7 +364,9 @@ template <bool kBig, bool kDirect>
 void launch_decode_loads(const MoeWeights& w, const uint16_t* x, const int* ids,
                          const float* topk_weights, int T, int topk, float* out, const MoeScratch& s,
                          cudaStream_t stream, int ks, int loads, bool pdl) {
-  if (loads == 4)
+  if (loads == 5)
+    launch_decode<kBig, kBatchedTightLoads, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
+  else if (loads == 4)
     launch_decode<kBig, kBatchedLoads, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
   else if (loads == 3)
     launch_decode<kBig, kBulkLoads, kDirect>(w, x, ids, topk_weights, T, topk, out, s, stream, ks, pdl);
@@ -394,8 +403,8 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
   if (path == kPrefillPath && (2 * I) % 128)
     fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
-  if (config.weight_loads < 0 || config.weight_loads > 4 || config.pdl < 0 || config.pdl > 2)
-    fail_input("fused_moe_decode: weight_loads must be 0..4 and pdl 0..2, got {} and {}",
+  if (config.weight_loads < 0 || config.weight_loads > 5 || config.pdl < 0 || config.pdl > 2)
+    fail_input("fused_moe_decode: weight_loads must be 0..5 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
   // Auto: batched register loads (strip_mma_batched) on the direct path (H200,
   // 2026-11-30, graph: 64.6 vs 66.9 us at 1 token, 117.1 vs 119.5 at 2); at 8

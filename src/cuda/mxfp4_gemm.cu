@@ -32,8 +32,15 @@ constexpr int ring_depth(int warps) { return warps <= 8 ? 8 : 4; }
 // its first use (strip_mma_batched); kDepth > 0: streamed through a per-warp
 // cp.async ring (strip_mma_ring), whose space then holds the warp's partial sums.
 constexpr int kBatched = -2;
+// kBatched with batches of 3 tiles and at most 64 registers per thread (kernel
+// 6): 32 warps per SM instead of 24, so that 448 CTAs of 8 warps fit in one
+// wave (4-tile batches spill at 64 registers).
+constexpr int kBatchedTight = -3;
+constexpr int min_ctas_per_sm(int depth, int threads) {
+  return depth == kBatchedTight ? 65536 / (64 * threads) : 1;
+}
 template <int NT, int kSpc, int kKs, bool kBig, int kDepth>
-__global__ void __launch_bounds__(kSpc * kKs * 32)
+__global__ void __launch_bounds__(kSpc * kKs * 32, min_ctas_per_sm(kDepth, kSpc * kKs * 32))
     dense_gemm_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
                       uint16_t* __restrict__ y) {
@@ -62,8 +69,8 @@ __global__ void __launch_bounds__(kSpc * kKs * 32)
     dev::strip_mma_ring<NT, kBig, kDepth>(codes + tile0 * kTileCodeBytes,
                                           scales + tile0 * kTileScaleBytes, kt0, kt1, rows, acc,
                                           region);
-  else if constexpr (kDepth == kBatched)
-    dev::strip_mma_batched<NT, kBig>(codes + tile0 * kTileCodeBytes,
+  else if constexpr (kDepth == kBatched || kDepth == kBatchedTight)
+    dev::strip_mma_batched<NT, kBig, kDepth == kBatched ? 4 : 3>(codes + tile0 * kTileCodeBytes,
                                      scales + tile0 * kTileScaleBytes, kt0, kt1, rows, acc);
   else
     dev::strip_mma<NT, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
@@ -107,7 +114,7 @@ void launch_dense_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, 
 }
 
 // How the strip kernels load weights: GemmConfig kernel 1, 2 and 5.
-enum class Loads { kRegisters, kRing, kBatched };
+enum class Loads { kRegisters, kRing, kBatched, kBatchedTight };
 
 template <int NT, int kSpc, int kKs>
 void launch_dense(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
@@ -121,6 +128,13 @@ void launch_dense(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t
   } else if (loads == Loads::kBatched) {
     if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatched>(w, x, M, y, stream);
     else launch_dense_variant<NT, kSpc, kKs, false, kBatched>(w, x, M, y, stream);
+  } else if (loads == Loads::kBatchedTight) {
+    if constexpr (NT == 1) {
+      if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatchedTight>(w, x, M, y, stream);
+      else launch_dense_variant<NT, kSpc, kKs, false, kBatchedTight>(w, x, M, y, stream);
+    } else {
+      fail_input("mxfp4_gemm: kernel 6 takes up to 8 tokens, got {}", M);
+    }
   } else {
     if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, 0>(w, x, M, y, stream);
     else launch_dense_variant<NT, kSpc, kKs, false, 0>(w, x, M, y, stream);
@@ -290,10 +304,13 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   else if (strips <= 256 && tiles >= 96) c.k_slices = 16;
   else c.k_slices = 8;
   // Up to 8 tokens on large weights: every load of a batch issued first
-  // (kernel 5; H200, 2026-11-30: 36864x7168 44.2 vs 48.9 us, 7168x18432 29.3
-  // vs 30.7 at M=1; expert-sized 4096x7168 slower, 13.2-14.1 vs 11.7: 74
-  // registers leave too few warps for few strips).
-  if (M <= 8 && w.rows * w.cols >= (int64_t(64) << 20)) c.kernel = 5;
+  // (H200, 2026-11-30, bench/mxfp4/results-decode-2026-11-30.md). Kernel 5
+  // where the grid spans several waves anyway (36864x7168 M=1: 43.8 vs 46.4
+  // us for kernel 1); kernel 6 (<= 64 registers) for fewer strips, whose 8-warp
+  // CTAs must all fit at once (7168x18432 M=1: 27.7 vs 29.1 for kernel 5 and
+  // 29.5 for kernel 1). Expert-sized 4096x7168: kernel 5 slower (14.1 vs
+  // 11.5), kernel 6 equal (11.4): left on kernel 1.
+  if (M <= 8 && w.rows * w.cols >= (int64_t(64) << 20)) c.kernel = strips >= 2048 ? 5 : 6;
   return c;
 }
 
@@ -310,7 +327,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.k_slices) c.k_slices = config.k_slices;
   if (config.strips_per_cta) c.strips_per_cta = config.strips_per_cta;
   if (config.k_splits) c.k_splits = config.k_splits;
-  if (c.kernel < 1 || c.kernel > 5) fail_input("mxfp4_gemm: kernel must be 1..5, got {}", c.kernel);
+  if (c.kernel < 1 || c.kernel > 6) fail_input("mxfp4_gemm: kernel must be 1..6, got {}", c.kernel);
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 4) {
     if (M > 16) fail_input("mxfp4_gemm: the bulk kernel takes up to 16 tokens, got {}", M);
@@ -319,7 +336,10 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     if (M <= 8) return launch_bulk<1>(w, x, M, y, stream, c.k_slices, cluster);
     return launch_bulk<2>(w, x, M, y, stream, c.k_slices, cluster);
   }
-  const Loads loads = c.kernel == 2 ? Loads::kRing : c.kernel == 5 ? Loads::kBatched : Loads::kRegisters;
+  const Loads loads = c.kernel == 2   ? Loads::kRing
+                      : c.kernel == 5 ? Loads::kBatched
+                      : c.kernel == 6 ? Loads::kBatchedTight
+                                      : Loads::kRegisters;
   for (int m0 = 0; m0 < M; m0 += kMaxTokensPerPass) {
     const int m = std::min(kMaxTokensPerPass, M - m0);
     const uint16_t* xs = x + size_t(m0) * w.cols;

@@ -26,15 +26,16 @@ struct Mxfp4DeviceWeight {
 // 4 = strip kernel, weights through a per-warp ring filled by bulk copies
 // (cp.async.bulk + mbarrier, one lane per warp issues them), up to 16 tokens;
 // 5 = strip kernel 1 with every load of a 4-tile batch issued before its first
-// use (weights, scales and activations).
+// use (weights, scales and activations); 6 = kernel 5 with 3-tile batches and
+// at most 64 registers (more warps per SM), up to 8 tokens.
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
-// split K. Kernel 5 takes kernel 1's k_slices. Kernel 4: k_slices 4;
+// split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
 // k_splits 1 or 2 CTAs (one cluster) split K.
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..5 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..6 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
 };
 
@@ -86,11 +87,13 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 // to 256 pairs, A from registers, B from shared memory) and path 3's down.
 // Auto: 2 up to 16 pairs, 4 from 170 pairs per expert on average (T * topk >=
 // 170 * experts), 3 from 32, else 1. weight_loads (decode paths):
-// 1 = registers (auto), 2 = per-warp cp.async rings, 3 = per-warp rings filled
-// by bulk copies (with pdl, down's first weights are requested before it waits
-// for gate_up), 4 = registers with every load of a 4-tile batch issued first. pdl: 1 = launch down with
-// programmatic dependent launch (its CTAs start while gate_up finishes),
-// 2 = off; auto: on up to 16 pairs.
+// 1 = registers, 2 = per-warp cp.async rings, 3 = per-warp rings filled by
+// bulk copies (with pdl, down's first weights are requested before it waits
+// for gate_up), 4 = registers with every load of a 4-tile batch issued first,
+// 5 = as 4 with 3-tile batches and at most 64 registers; auto: 4 up to 16
+// pairs, else 1. pdl: 1 = launch down with programmatic
+// dependent launch (its CTAs start while gate_up finishes), 2 = off; auto: on
+// up to 16 pairs.
 struct MoeConfig {
   int down_k_slices = 0;
   int gate_up_k_slices = 0;
