@@ -406,10 +406,14 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   if (config.weight_loads < 0 || config.weight_loads > 5 || config.pdl < 0 || config.pdl > 2)
     fail_input("fused_moe_decode: weight_loads must be 0..5 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
-  // Auto: batched register loads (strip_mma_batched) on the direct path (H200,
-  // 2026-11-30, graph: 64.6 vs 66.9 us at 1 token, 117.1 vs 119.5 at 2); at 8
-  // tokens the routed register kernels stayed faster (416.6 vs 437.1).
-  const int loads = config.weight_loads ? config.weight_loads : pairs <= kDirectAutoPairs ? 4 : 1;
+  // Auto (H200, 2026-11-30, bench/mxfp4/results-decode-2026-11-30.md): one
+  // token's 8 pairs load weights as weight_loads 5 (3-tile batches at <= 64
+  // registers): 63.8 / 64.0 us vs 67.5 / 67.9 for weight_loads 4 as CUDA graphs
+  // and 67.4 / 67.2 vs 69.6 / 69.7 for weight_loads 1 (events) in two calls.
+  // From 2 tokens weight_loads 5 was slower (133-153 vs 126-128 at 2 tokens)
+  // and 4 within the run-to-run spread of 1 (four calls: -3%, -1%, +2%, +2%),
+  // so register loads stay.
+  const int loads = config.weight_loads ? config.weight_loads : pairs <= 8 ? 5 : 1;
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);

@@ -90,7 +90,7 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 // 1 = registers, 2 = per-warp cp.async rings, 3 = per-warp rings filled by
 // bulk copies (with pdl, down's first weights are requested before it waits
 // for gate_up), 4 = registers with every load of a 4-tile batch issued first,
-// 5 = as 4 with 3-tile batches and at most 64 registers; auto: 4 up to 16
+// 5 = as 4 with 3-tile batches and at most 64 registers; auto: 5 up to 8
 // pairs, else 1. pdl: 1 = launch down with programmatic
 // dependent launch (its CTAs start while gate_up finishes), 2 = off; auto: on
 // up to 16 pairs.
