@@ -157,25 +157,29 @@ Tensor DecoderModel::forward_recorded(const ForwardBatch& batch, const DecodeGra
   const StepContext step = make_step(padded, plan.table_width);
   const std::vector<int64_t> rows = logit_rows(padded);
   Ops& ops = *ops_;
-  ops.begin_static_step();
+  check_recordable_inputs(padded);
+  ops.begin_static_step(plan.key);
   prepare_step(padded, step, rows);
   Tensor out;
-  if (ops.replay_step(plan.key, out)) return out.slice_rows(0, plan.batch);
+  if (ops.replay_step(out)) return out.slice_rows(0, plan.batch);
   // The first step of a shape runs eagerly: it uploads weights and sets up
   // what the ops create at first use, which a recording cannot contain.
-  // Recordings are capped: each holds its own instantiated kernels.
-  constexpr size_t kMaxRecordings = 64;
-  if (graph_failed_.count(plan.key) || graph_seen_.insert(plan.key).second || graph_recorded_ >= kMaxRecordings)
+  // Recorded shapes are capped: each holds its own instantiated kernels. The
+  // rule depends only on the keys seen, so every rank of a sharded model
+  // makes the same choice.
+  constexpr size_t kMaxRecordedShapes = 64;
+  const bool full = graph_recorded_.size() >= kMaxRecordedShapes && !graph_recorded_.count(plan.key);
+  if (graph_failed_.count(plan.key) || graph_seen_.insert(plan.key).second || full)
     return run_layers(padded, step, rows).slice_rows(0, plan.batch);
   const int64_t vocab = options_.shard.rank == 0 ? lm_head_.out_features : 0;
-  if (!ops.begin_capture(plan.key, DType::F32, {plan.padded_batch, vocab}))
+  if (!ops.begin_capture(DType::F32, {plan.padded_batch, vocab}))
     return run_layers(padded, step, rows).slice_rows(0, plan.batch);  // recorded at a later step
   try {
     out = ops.end_capture(run_layers(padded, step, rows));
-    ++graph_recorded_;
+    graph_recorded_.insert(plan.key);
     if (options_.shard.rank == 0)
-      log::info("recorded a CUDA graph for decode steps of {} sequences (block tables {} wide; {} recorded)",
-                plan.padded_batch, plan.table_width, graph_recorded_);
+      log::info("recorded a CUDA graph for decode steps of {} sequences (block tables {} wide; {} shapes recorded)",
+                plan.padded_batch, plan.table_width, graph_recorded_.size());
   } catch (const std::exception& e) {
     ops.abort_capture();
     graph_failed_.insert(plan.key);
@@ -184,6 +188,21 @@ Tensor DecoderModel::forward_recorded(const ForwardBatch& batch, const DecodeGra
     out = run_layers(padded, step, rows);
   }
   return out.slice_rows(0, plan.batch);
+}
+
+// A replayed step runs no op, so the host checks the ops make on their
+// inputs are made here: token ids inside the vocabulary, block ids inside the
+// cache (the engine's own blocks or the scratch block).
+void DecoderModel::check_recordable_inputs(const ForwardBatch& batch) const {
+  const int64_t vocab = embed_.dim(0);
+  for (int32_t id : batch.token_ids)
+    if (id < 0 || id >= vocab) fail_input("token id {} is outside the vocabulary [0, {})", id, vocab);
+  for (const SequenceSlice& s : batch.seqs) {
+    const size_t used = size_t((s.num_cached_tokens + s.num_new_tokens + block_size_ - 1) / block_size_);
+    for (size_t b = 0; b < used && b < s.block_table.size(); ++b)
+      if (s.block_table[b] < 0 || s.block_table[b] > scratch_block_)
+        fail_input("forward: block {} outside the {} cache blocks", s.block_table[b], scratch_block_ + 1);
+  }
 }
 
 void DecoderModel::prepare_step(const ForwardBatch& batch, const StepContext& step,

@@ -58,6 +58,7 @@ class DecoderModel : public CausalLM {
  private:
   // table_width: AttentionMeta::table_width (a static step's).
   StepContext make_step(const ForwardBatch& batch, int64_t table_width) const;
+  void check_recordable_inputs(const ForwardBatch& batch) const;
   // Uploads the step's host data once (Ops::prepare), in a fixed order.
   void prepare_step(const ForwardBatch& batch, const StepContext& step, const std::vector<int64_t>& logit_rows);
   // Embedding, layers, final norm and the LM head over rows logit_rows.
@@ -72,8 +73,7 @@ class DecoderModel : public CausalLM {
   bool kv_allocated_ = false;
   std::optional<StepGraphConfig> graphs_;
   int32_t scratch_block_ = -1;  // the KV block padding sequences write (graphs only)
-  std::set<uint64_t> graph_seen_, graph_failed_;
-  size_t graph_recorded_ = 0;
+  std::set<uint64_t> graph_seen_, graph_failed_, graph_recorded_;
 };
 
 std::unique_ptr<CausalLM> make_llama(ModelConfig config, const LoadOptions& options,

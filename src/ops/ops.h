@@ -102,30 +102,35 @@ class Ops {
   // ---- step graphs (CUDA graphs; docs/cuda-graphs.md) ----
   // A backend that supports them can record the ops of a step once and
   // replay the recording for later steps of the same shapes. The model drives
-  // it (model/step_graphs.h): begin_static_step() instead of begin_step(),
-  // the same prepare() calls in the same order (a static step puts their data
-  // at the same device addresses every time), then either replay_step(key) or
-  // begin_capture(key) / the ops / end_capture(). During a capture no op may
-  // need host data that was not prepared (the backend throws, the model
-  // calls abort_capture() and runs the step eagerly).
+  // it (model/step_graphs.h): begin_static_step(key) instead of begin_step(),
+  // for a key that names the step's shape, the same prepare() calls in the
+  // same order (a static step of a key puts their data at the same device
+  // addresses every time), then either replay_step() or begin_capture() / the
+  // ops / end_capture(). During a capture no op may need host data that was
+  // not prepared (the backend throws, the model calls abort_capture() and
+  // runs the step eagerly).
   virtual bool supports_step_graphs() const { return false; }
   // The device stream this backend's ops run on (cudaStream_t on CUDA), or
   // null for a host backend; a communicator enqueues its collectives there
   // (Communicator::set_device_stream).
   virtual void* device_stream() { return nullptr; }
-  virtual void begin_static_step() { begin_step(); }
-  // Replays the recording of `key` (its output: out); false when there is none
-  // or this step's prepares do not match the recorded ones.
-  virtual bool replay_step(uint64_t key, Tensor& out) {
-    (void)key, (void)out;
+  virtual void begin_static_step(uint64_t key) {
+    (void)key;
+    begin_step();
+  }
+  // Replays the recording of this static step's key (its output: out); false
+  // when there is none, this step's prepares do not match the recorded ones,
+  // or the launch failed (run the step eagerly then).
+  virtual bool replay_step(Tensor& out) {
+    (void)out;
     return false;
   }
   // out_dtype/out_shape: the recorded step's result, kept in a buffer of the
   // recording that end_capture() returns (valid until the next step). False:
   // this step cannot be recorded (its uploads did not all reach fixed
   // addresses); run it eagerly.
-  virtual bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
-    (void)key, (void)out_dtype, (void)out_shape;
+  virtual bool begin_capture(DType out_dtype, Shape out_shape) {
+    (void)out_dtype, (void)out_shape;
     return false;
   }
   virtual Tensor end_capture(Tensor out) { return out; }

@@ -105,17 +105,17 @@ Tensor CudaOps::to_device(const Tensor& t) { return on_device(t) ? t : copy_to_d
 void CudaOps::begin_step() {
   prepared_index_.clear();
   attention_.begin_step();
-  graphs_.begin_step(false);
+  graphs_.begin_step();
 }
 
-void CudaOps::begin_static_step() {
+void CudaOps::begin_static_step(uint64_t key) {
   prepared_index_.clear();
   attention_.begin_step();
-  graphs_.begin_step(true);
+  graphs_.begin_static_step(key);
 }
 
-bool CudaOps::begin_capture(uint64_t key, DType out_dtype, Shape out_shape) {
-  return graphs_.begin_capture(key, out_dtype, std::move(out_shape));
+bool CudaOps::begin_capture(DType out_dtype, Shape out_shape) {
+  return graphs_.begin_capture(out_dtype, std::move(out_shape));
 }
 
 void CudaOps::prepare_index(const void* host, size_t count, size_t elem) {

@@ -77,9 +77,9 @@ class CudaOps : public Ops {
   // Step graphs (step_graphs.h).
   bool supports_step_graphs() const override { return !options_.cpu_attention; }
   void* device_stream() override { return stream_; }
-  void begin_static_step() override;
-  bool replay_step(uint64_t key, Tensor& out) override { return graphs_.replay(key, out); }
-  bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape) override;
+  void begin_static_step(uint64_t key) override;
+  bool replay_step(Tensor& out) override { return graphs_.replay(out); }
+  bool begin_capture(DType out_dtype, Shape out_shape) override;
   Tensor end_capture(Tensor out) override { return graphs_.end_capture(std::move(out)); }
   void abort_capture() override { graphs_.abort_capture(); }
   // CUDA events on this backend's stream (cuda_op_clock.h).

@@ -6,15 +6,15 @@
 // Two things make a recording replayable:
 //   * fixed addresses for the step's host data: in a static step every upload
 //     (prepared positions, token ids, row lists, attention metadata) goes to
-//     the next offset of one persistent arena, so the same sequence of
+//     the next offset of its shape's persistent arena, so the same sequence of
 //     prepares lands at the same addresses each step; the recording keeps the
 //     (offset, size) list it was made with and replays only when this step's
 //     list is the same;
 //   * no host work inside: a capture fails (and the model runs the step
 //     eagerly) when an op needs a host upload that was not prepared.
 // All memory a recorded step allocates is freed inside it (stream-ordered
-// allocations become the graph's own); its result is copied into one output
-// buffer that all recordings share (one step runs at a time), valid until the
+// allocations become the graph's own); its result is copied into an output
+// buffer that recordings share (one step runs at a time), valid until the
 // next step.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -35,9 +35,11 @@ class StepGraphs {
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
 
-  // A static step starts (uploads go to the arena from offset 0), or an
-  // ordinary one (uploads are fresh stream-ordered buffers).
-  void begin_step(bool is_static);
+  // An ordinary step starts (uploads are fresh stream-ordered buffers), or a
+  // static step of shape `key` (uploads go to that shape's arena from offset
+  // 0; each shape has its own, so no shape's growth moves another's).
+  void begin_step();
+  void begin_static_step(uint64_t key);
   bool is_static() const { return static_; }
   bool capturing() const { return capturing_; }
 
@@ -47,34 +49,37 @@ class StepGraphs {
   // step did not prepare).
   const uint8_t* upload(const void* host, size_t bytes, Tensor& keep, const char* op);
 
-  bool replay(uint64_t key, Tensor& out);
+  // Launches the recording of this static step's shape when its uploads are
+  // the recorded ones; false (run eagerly) otherwise, or when the launch
+  // fails (the recording is dropped then).
+  bool replay(Tensor& out);
   // False (nothing started) when this step's uploads did not all go to the
   // arena (it grew during the step).
-  bool begin_capture(uint64_t key, DType out_dtype, Shape out_shape);
+  bool begin_capture(DType out_dtype, Shape out_shape);
   Tensor end_capture(Tensor out);
   void abort_capture();
-  size_t recordings() const { return recordings_.size(); }
+  size_t recordings() const;
 
  private:
-  struct Recording {
+  struct ShapeState {
+    Tensor arena;                 // this shape's uploads
     cudaGraphExec_t exec = nullptr;
-    DType out_dtype = DType::F32;
-    Shape out_shape;
-    std::vector<std::pair<size_t, size_t>> uploads;
+    Tensor out;                   // where the recording writes its result
+    std::vector<std::pair<size_t, size_t>> uploads;  // the recording's (offset, bytes)
   };
-  Tensor output(DType dtype, const Shape& shape) const;
-  void drop_recordings();
-  void grow_arena(size_t bytes);
+  void drop(ShapeState& s);
 
   cudaStream_t stream_;
   bool static_ = false, capturing_ = false;
-  Tensor arena_, retired_;  // retired_: the arena before a growth, alive until the step ends
+  std::map<uint64_t, ShapeState> shapes_;
+  ShapeState* current_ = nullptr;  // the static step's shape
+  Tensor retired_;                 // an arena replaced during this step, alive until the next
   size_t used_ = 0;
   std::vector<std::pair<size_t, size_t>> uploads_;  // this static step's (offset, bytes)
-  std::map<uint64_t, Recording> recordings_;
-  Tensor out_buffer_;  // U8, shared by the recordings
-  uint64_t capture_key_ = 0;
-  Recording capture_;
+  // The newest output buffer; a recording keeps the one it was made with
+  // alive (its `out`), so growing it drops nothing.
+  Tensor out_buffer_;
+  Tensor capture_out_;
 };
 
 }  // namespace mx::cuda

@@ -94,7 +94,8 @@ class FakeGraphOps : public CpuOps {
  public:
   FakeGraphOps() : CpuOps(ActivationMode::W4A16) {}
   bool supports_step_graphs() const override { return true; }
-  void begin_static_step() override {
+  void begin_static_step(uint64_t key) override {
+    key_ = key;
     ++g_log.static_steps;
     g_log.static_prepares.emplace_back();
     static_ = true;
@@ -103,9 +104,9 @@ class FakeGraphOps : public CpuOps {
   void prepare(const std::vector<int32_t>& v) override { note(v.size()); }
   void prepare(const std::vector<int64_t>& v) override { note(v.size()); }
   void prepare(const AttentionMeta& m) override { note(m.seqs.size() * 1000 + size_t(m.table_width)); }
-  bool begin_capture(uint64_t key, DType, Shape) override {
+  bool begin_capture(DType, Shape) override {
     ++g_log.captures;
-    ++g_log.capture_keys[key];
+    ++g_log.capture_keys[key_];
     capturing_ = true;
     return true;
   }
@@ -130,6 +131,7 @@ class FakeGraphOps : public CpuOps {
     if (static_) g_log.static_prepares.back().push_back(n);
   }
   bool static_ = false, capturing_ = false;
+  uint64_t key_ = 0;
 };
 
 std::unique_ptr<CausalLM> load_on(const std::string& device, const std::string& preset) {
@@ -225,6 +227,28 @@ TEST_P(StepGraphModel, EveryStepOfARecordedShapeIsCaptured) {
   EXPECT_EQ(g_log.static_steps, 3);
   EXPECT_EQ(g_log.captures, 2) << "first step eager, then the shape is captured (the fake never replays)";
   EXPECT_EQ(g_log.aborts, 0);
+}
+
+TEST_P(StepGraphModel, RecordedStepsCheckTokenAndBlockIdsOnTheHost) {
+  // A replayed step runs no op, so the model checks what the ops would.
+  auto graphed = load_on("fake-step-graphs", GetParam());
+  graphed->allocate_kv_cache(16, 4, KvCacheDtype::BF16);
+  StepGraphConfig c;
+  c.batch_sizes = {1, 2};
+  c.max_blocks_per_seq = 4;
+  graphed->enable_step_graphs(c);
+  ForwardBatch bad_block;
+  bad_block.token_ids = {7};
+  bad_block.positions = {0};
+  bad_block.seqs.push_back({0, 1, {17}, true});  // blocks 0..15 and the scratch block 16
+  EXPECT_THROW(graphed->forward(bad_block), InvalidArgument);
+  ForwardBatch bad_token = bad_block;
+  bad_token.seqs[0].block_table = {3};
+  bad_token.token_ids = {int32_t(graphed->config().vocab_size)};
+  EXPECT_THROW(graphed->forward(bad_token), InvalidArgument);
+  ForwardBatch fine = bad_token;
+  fine.token_ids = {7};
+  EXPECT_NO_THROW(graphed->forward(fine));
 }
 
 INSTANTIATE_TEST_SUITE_P(Synth, StepGraphModel, ::testing::Values("llama", "kimi-k25-mxfp4"),
