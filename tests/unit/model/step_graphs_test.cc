@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 
 #include "core/error.h"
+#include "dist/communicator_factory.h"
+#include "dist/local_group.h"
 #include "model/step_graphs.h"
 #include "model_test_util.h"
 #include "ops/backend_registry.h"
@@ -89,12 +92,14 @@ struct FakeGraphLog {
   bool fail_next_capture = false;
 };
 FakeGraphLog g_log;
+std::mutex g_log_mu;  // the ranks of a -tp model log from their own threads
 
 class FakeGraphOps : public CpuOps {
  public:
   FakeGraphOps() : CpuOps(ActivationMode::W4A16) {}
   bool supports_step_graphs() const override { return true; }
   void begin_static_step(uint64_t key) override {
+    std::lock_guard lock(g_log_mu);
     key_ = key;
     ++g_log.static_steps;
     g_log.static_prepares.emplace_back();
@@ -105,6 +110,7 @@ class FakeGraphOps : public CpuOps {
   void prepare(const std::vector<int64_t>& v) override { note(v.size()); }
   void prepare(const AttentionMeta& m) override { note(m.seqs.size() * 1000 + size_t(m.table_width)); }
   bool begin_capture(DType, Shape) override {
+    std::lock_guard lock(g_log_mu);
     ++g_log.captures;
     ++g_log.capture_keys[key_];
     capturing_ = true;
@@ -115,35 +121,44 @@ class FakeGraphOps : public CpuOps {
     return out;
   }
   void abort_capture() override {
+    std::lock_guard lock(g_log_mu);
     ++g_log.aborts;
     capturing_ = false;
   }
   Tensor embedding(const Tensor& table, const std::vector<int32_t>& ids) override {
-    if (capturing_ && g_log.fail_next_capture) {
-      g_log.fail_next_capture = false;
-      fail("fake: this op cannot be recorded");
+    {
+      std::lock_guard lock(g_log_mu);
+      if (capturing_ && g_log.fail_next_capture) {
+        g_log.fail_next_capture = false;
+        fail("fake: this op cannot be recorded");
+      }
     }
     return CpuOps::embedding(table, ids);
   }
 
  private:
   void note(size_t n) {
+    std::lock_guard lock(g_log_mu);
     if (static_) g_log.static_prepares.back().push_back(n);
   }
   bool static_ = false, capturing_ = false;
   uint64_t key_ = 0;
 };
 
-std::unique_ptr<CausalLM> load_on(const std::string& device, const std::string& preset) {
+std::unique_ptr<CausalLM> load_on(const std::string& device, const std::string& preset, int tp = 1) {
   static const bool registered = [] {
     register_ops_backend("fake-step-graphs", [](const BackendOptions&) -> std::unique_ptr<Ops> {
       return std::make_unique<FakeGraphOps>();
     });
+    // Its ranks meet in the CPU's in-process collectives.
+    register_communicator_factory("fake-step-graphs",
+                                  [](int world, int) { return LocalGroup::make(world); });
     return true;
   }();
   (void)registered;
   LoadOptions o;
   o.device = device;
+  o.tensor_parallel_size = tp;
   return load_causal_lm(test::synth_checkpoint(preset, 1), o);
 }
 
@@ -249,6 +264,35 @@ TEST_P(StepGraphModel, RecordedStepsCheckTokenAndBlockIdsOnTheHost) {
   ForwardBatch fine = bad_token;
   fine.token_ids = {7};
   EXPECT_NO_THROW(graphed->forward(fine));
+}
+
+TEST_P(StepGraphModel, TensorParallelRanksAllRecordTheSameSteps) {
+  // enable_step_graphs reaches every rank of a -tp group; ranks other than
+  // 0 record an empty result; the logits equal the unsharded eager model's.
+  auto eager = load_on("cpu", GetParam());
+  auto graphed = load_on("fake-step-graphs", GetParam(), 2);
+  eager->allocate_kv_cache(16, 4, KvCacheDtype::BF16);
+  graphed->allocate_kv_cache(16, 4, KvCacheDtype::BF16);
+  StepGraphConfig c;
+  c.batch_sizes = {1, 2, 4};
+  c.max_blocks_per_seq = 4;
+  graphed->enable_step_graphs(c);
+  g_log = FakeGraphLog{};
+  for (int step = 0; step < 3; ++step) {
+    ForwardBatch d;
+    for (int s = 0; s < 3; ++s) {
+      d.token_ids.push_back(int32_t(20 + 5 * step + s));
+      d.positions.push_back(int32_t(step));
+      d.seqs.push_back({step, 1, {int32_t(3 * s), int32_t(3 * s + 1)}, true});
+    }
+    Tensor le = eager->forward(d), lg = graphed->forward(d);
+    ASSERT_EQ(lg.dim(0), 3);
+    for (int64_t s = 0; s < 3; ++s)
+      EXPECT_LE(test::max_abs_diff(row(le, s), row(lg, s)), 2e-5) << "step " << step << " sequence " << s;
+  }
+  EXPECT_EQ(g_log.static_steps, 6) << "3 static steps on each of 2 ranks";
+  EXPECT_EQ(g_log.captures, 4) << "steps 1 and 2 captured on both ranks";
+  EXPECT_EQ(g_log.aborts, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Synth, StepGraphModel, ::testing::Values("llama", "kimi-k25-mxfp4"),
