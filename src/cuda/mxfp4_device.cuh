@@ -374,17 +374,7 @@ __device__ __forceinline__ void strip_mma_ring(const uint8_t* __restrict__ codes
     const int st = i & (kDepth - 1);
     const uint4 w = lds128(rc + st * kRingCodeBytes);
     const uint32_t sw = lds32(rs + st * kRingScaleBytes);
-    const ScaleMul m = scale_multipliers<kBig>((g & 1) ? (sw >> 16) : (sw & 0xFFFFu));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t a[4];
-      dequant_fragment<kBig>(word_of(w, kk), m, a);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint4& xv = xa[nt][kk >> 1];
-        mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
-      }
-    }
+    mma_tile<NT, kBig>(w, (g & 1) ? (sw >> 16) : (sw & 0xFFFFu), xa, acc);
   }
 }
 

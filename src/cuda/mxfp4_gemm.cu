@@ -18,6 +18,17 @@ namespace mx::cuda {
 
 namespace {
 
+// Row pointers of the NT token groups lane group g multiplies (token nt*8 + g;
+// null past M: the strip loops feed zeros or a real row for those).
+template <int NT>
+__device__ __forceinline__ void token_rows(const uint16_t* x, int M, int K, int g, const uint16_t* (&rows)[NT]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int token = nt * 8 + g;
+    rows[nt] = token < M ? x + size_t(token) * K : nullptr;
+  }
+}
+
 constexpr int kMaxTokensPerPass = 64;
 
 // Shared-memory ring depth (tiles in flight per warp) of the cp.async kernel
@@ -57,11 +68,7 @@ __global__ void __launch_bounds__(kSpc * kKs * 32, min_ctas_per_sm(kDepth, kSpc 
   const int kt0 = slice * KT / kKs, kt1 = (slice + 1) * KT / kKs;
 
   const uint16_t* rows[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int token = nt * 8 + g;
-    rows[nt] = token < M ? x + size_t(token) * K : nullptr;
-  }
+  token_rows<NT>(x, M, K, g, rows);
   float acc[NT][4] = {};
   const size_t tile0 = size_t(strip) * KT;
   uint8_t* region = smem + warp * kRegionBytes;
@@ -176,11 +183,7 @@ __global__ void __launch_bounds__(kKs * 32)
   const int KT = K / kTileK, slice = rank * kKs + warp;
   const int kt0 = slice * KT / (kC * kKs), kt1 = (slice + 1) * KT / (kC * kKs);
   const uint16_t* rows[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int token = nt * 8 + g;
-    rows[nt] = token < M ? x + size_t(token) * K : nullptr;
-  }
+  token_rows<NT>(x, M, K, g, rows);
   float acc[NT][4] = {};
   const size_t tile0 = size_t(strip) * KT;
   if constexpr (kBulk)
