@@ -167,6 +167,17 @@ std::vector<float> row(const Tensor& logits, int64_t r) {
   return std::vector<float>(logits.data<float>() + r * v, logits.data<float>() + (r + 1) * v);
 }
 
+// The fake-backend model with 16 KV blocks of 4 tokens, graphs for 1 and 2 sequences.
+std::unique_ptr<CausalLM> small_graphed_model(const std::string& preset) {
+  auto graphed = load_on("fake-step-graphs", preset);
+  graphed->allocate_kv_cache(16, 4, KvCacheDtype::BF16);
+  StepGraphConfig c;
+  c.batch_sizes = {1, 2};
+  c.max_blocks_per_seq = 4;
+  graphed->enable_step_graphs(c);
+  return graphed;
+}
+
 class StepGraphModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StepGraphModel, RecordedDecodeStepsMatchEagerSteps) {
@@ -225,12 +236,7 @@ TEST_P(StepGraphModel, RecordedDecodeStepsMatchEagerSteps) {
 }
 
 TEST_P(StepGraphModel, EveryStepOfARecordedShapeIsCaptured) {
-  auto graphed = load_on("fake-step-graphs", GetParam());
-  graphed->allocate_kv_cache(16, 4, KvCacheDtype::BF16);
-  StepGraphConfig c;
-  c.batch_sizes = {1, 2};
-  c.max_blocks_per_seq = 4;
-  graphed->enable_step_graphs(c);
+  auto graphed = small_graphed_model(GetParam());
   g_log = FakeGraphLog{};
   for (int step = 0; step < 3; ++step) {
     ForwardBatch d;
@@ -246,12 +252,7 @@ TEST_P(StepGraphModel, EveryStepOfARecordedShapeIsCaptured) {
 
 TEST_P(StepGraphModel, RecordedStepsCheckTokenAndBlockIdsOnTheHost) {
   // A replayed step runs no op, so the model checks what the ops would.
-  auto graphed = load_on("fake-step-graphs", GetParam());
-  graphed->allocate_kv_cache(16, 4, KvCacheDtype::BF16);
-  StepGraphConfig c;
-  c.batch_sizes = {1, 2};
-  c.max_blocks_per_seq = 4;
-  graphed->enable_step_graphs(c);
+  auto graphed = small_graphed_model(GetParam());
   ForwardBatch bad_block;
   bad_block.token_ids = {7};
   bad_block.positions = {0};
