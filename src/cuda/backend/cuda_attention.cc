@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "core/error.h"
 #include "cuda/attention/attention_kernels.h"
@@ -76,10 +75,7 @@ KvView dense_view(const Tensor& t) {
   return v;
 }
 
-// upload(host bytes, keep) -> their device address (CudaAttention::upload).
-using Uploader = std::function<const uint8_t*(const std::vector<uint8_t>&, Tensor&)>;
-
-std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, const Uploader& upload) {
+std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, StepGraphs& graphs, const char* op) {
   auto d = std::make_unique<DeviceAttentionMeta>();
   const int64_t bs = meta.block_size;
   MX_CHECK(bs > 0, "AttentionMeta: block_size {} must be positive", bs);
@@ -146,7 +142,7 @@ std::unique_ptr<DeviceAttentionMeta> upload_meta(const AttentionMeta& meta, cons
   std::copy(tiles.begin(), tiles.end(), q_tiles);
   if (meta.table_width > 0) d->max_context = std::max(d->max_context, int32_t(max_blocks * size_t(bs)));
 
-  const uint8_t* base = upload(host, d->buffer);
+  const uint8_t* base = graphs.upload(host.data(), host.size(), d->buffer, op);
   const ptrdiff_t ints_at = ptrdiff_t(slot_bytes);
   auto dev = [&](const int32_t* host_ptr) {
     return reinterpret_cast<const int32_t*>(base + ints_at + (reinterpret_cast<const uint8_t*>(host_ptr) -
@@ -188,20 +184,7 @@ void CudaAttention::begin_step() {
   adhoc_.reset();
 }
 
-const uint8_t* CudaAttention::upload(const void* host, size_t bytes, Tensor& keep, const char* op) {
-  if (graphs_) return graphs_->upload(host, bytes, keep, op);
-  require_not_capturing(stream_, op);
-  keep = device_empty(DType::U8, {int64_t(std::max<size_t>(bytes, 1))}, stream_);
-  if (bytes)
-    check_cuda(cudaMemcpyAsync(keep.raw(), host, bytes, cudaMemcpyHostToDevice, stream_), op, "cudaMemcpyAsync");
-  return keep.data<uint8_t>();
-}
-
-void CudaAttention::prepare(const AttentionMeta& meta) {
-  prepared_[&meta] = upload_meta(meta, [&](const std::vector<uint8_t>& host, Tensor& keep) {
-    return upload(host.data(), host.size(), keep, "prepare");
-  });
-}
+void CudaAttention::prepare(const AttentionMeta& meta) { prepared_[&meta] = upload_meta(meta, *graphs_, "prepare"); }
 
 const DeviceAttentionMeta& CudaAttention::device_meta(const AttentionMeta& meta) {
   auto it = prepared_.find(&meta);
@@ -210,9 +193,7 @@ const DeviceAttentionMeta& CudaAttention::device_meta(const AttentionMeta& meta)
   if (it != prepared_.end() && it->second->host_slots == meta.slots.data() &&
       it->second->num_slots == meta.slots.size() && it->second->num_seqs == meta.seqs.size())
     return *it->second;
-  adhoc_ = upload_meta(meta, [&](const std::vector<uint8_t>& host, Tensor& keep) {
-    return upload(host.data(), host.size(), keep, "paged_attention");
-  });
+  adhoc_ = upload_meta(meta, *graphs_, "paged_attention");
   return *adhoc_;
 }
 
@@ -266,7 +247,7 @@ void CudaAttention::store_kv(KvLayerCache& cache, const Tensor& k, const Tensor&
   if (const DeviceAttentionMeta* d = find_prepared_slots(slots)) {
     d_slots = d->slots;
   } else {
-    d_slots = reinterpret_cast<const int64_t*>(upload(slots.data(), size_t(tokens) * 8, uploaded, op));
+    d_slots = reinterpret_cast<const int64_t*>(graphs_->upload(slots.data(), size_t(tokens) * 8, uploaded, op));
   }
   KvView kv = cache_view(cache, false);
   launch_store_kv(k.data<float>(), tokens, d_slots, kv, stream_);
@@ -297,7 +278,7 @@ Tensor CudaAttention::gather_cached_k(const KvLayerCache& cache, const std::vect
   const int32_t* d_table = find_prepared_block_table(block_table);
   Tensor uploaded;
   if (!d_table) {
-    d_table = reinterpret_cast<const int32_t*>(upload(block_table.data(), size_t(blocks) * 4, uploaded, op));
+    d_table = reinterpret_cast<const int32_t*>(graphs_->upload(block_table.data(), size_t(blocks) * 4, uploaded, op));
   }
   launch_gather_kv(cache_view(cache, false), d_table, int32_t(bs), num_tokens, out.data<float>(), stream_);
   check_launch(op);

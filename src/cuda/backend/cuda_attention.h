@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend/step_graphs.h"
 #include "ops/ops.h"
 
 namespace mx::cuda {
@@ -27,7 +28,6 @@ namespace mx::cuda {
 // new tokens' slots. Kernels index these; the host copy drives launch shapes.
 struct DeviceAttentionMeta;
 struct AttentionArgs;
-class StepGraphs;
 
 // Which attention kernel runs (docs/cuda-attention.md). Auto: MLA decode
 // batches (latent BF16/FP8 cache of 576/512, one new token per sequence, the
@@ -49,7 +49,8 @@ class CudaAttention {
   void set_kernel(AttentionKernel k) { kernel_ = k; }
 
   // Where the step's metadata goes (CudaOps's StepGraphs: fixed addresses in
-  // a static step); without it, fresh buffers.
+  // a static step); without it, an own StepGraphs that never records (fresh
+  // buffers).
   void set_step_graphs(StepGraphs* graphs) { graphs_ = graphs; }
   void begin_step();
   void prepare(const AttentionMeta& meta);
@@ -71,13 +72,12 @@ class CudaAttention {
   bool use_mla_decode(const KvLayerCache& cache, const DeviceAttentionMeta& d) const;
   void run_mla_decode(const AttentionArgs& args, const KvLayerCache& cache, const DeviceAttentionMeta& d);
   void check_launch(const char* op);
-  // A device copy of host bytes (StepGraphs::upload; `keep` owns a fresh one).
-  const uint8_t* upload(const void* host, size_t bytes, Tensor& keep, const char* op);
 
   cudaStream_t stream_;
   bool poison_;
   AttentionKernel kernel_ = AttentionKernel::Auto;
-  StepGraphs* graphs_ = nullptr;
+  StepGraphs own_graphs_{stream_};
+  StepGraphs* graphs_ = &own_graphs_;
   int num_sms_ = 132;
   std::map<const AttentionMeta*, std::unique_ptr<DeviceAttentionMeta>> prepared_;
   std::unique_ptr<DeviceAttentionMeta> adhoc_;

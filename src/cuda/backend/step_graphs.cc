@@ -29,12 +29,6 @@ void StepGraphs::drop(ShapeState& s) {
   s.uploads.clear();
 }
 
-size_t StepGraphs::recordings() const {
-  size_t n = 0;
-  for (const auto& [key, s] : shapes_) n += s.exec != nullptr;
-  return n;
-}
-
 void StepGraphs::begin_step() {
   MX_CHECK(!capturing_, "StepGraphs: a step began during a capture");
   static_ = false;
@@ -51,7 +45,10 @@ void StepGraphs::begin_static_step(uint64_t key) {
 }
 
 const uint8_t* StepGraphs::upload(const void* host, size_t bytes, Tensor& keep, const char* op) {
-  require_not_capturing(stream_, op);
+  // Captures on this stream are this object's, so its flag says it without
+  // asking the driver on every upload.
+  if (capturing_)
+    fail("{}: host data that the step did not prepare cannot be part of a recorded (CUDA graph) step", op);
   if (static_ && (!current_->arena.defined() || used_ + align_up(bytes) > size_t(current_->arena.numel()))) {
     // This shape's recording points into the old arena: it goes with it. The
     // old arena outlives this step's earlier uploads (retired_), and the rest

@@ -58,7 +58,6 @@ class StepGraphs {
   bool begin_capture(DType out_dtype, Shape out_shape);
   Tensor end_capture(Tensor out);
   void abort_capture();
-  size_t recordings() const;
 
  private:
   struct ShapeState {
