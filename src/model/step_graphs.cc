@@ -6,8 +6,8 @@
 
 namespace mx {
 
-std::vector<int64_t> decode_graph_batch_sizes(int64_t max_num_seqs, int64_t max_batch) {
-  const int64_t top = max_batch > 0 ? std::min(max_num_seqs, max_batch) : max_num_seqs;
+std::vector<int64_t> decode_graph_batch_sizes(int64_t max_num_seqs) {
+  const int64_t top = max_num_seqs;
   std::vector<int64_t> sizes;
   for (int64_t b : {1, 2, 4})
     if (b < top) sizes.push_back(b);

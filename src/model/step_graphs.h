@@ -24,8 +24,8 @@ struct StepGraphConfig {
 };
 
 // 1, 2, 4, 8, then every multiple of 8 up to max_num_seqs (itself the last
-// size), as vLLM captures; at most max_batch (<= 0: no limit).
-std::vector<int64_t> decode_graph_batch_sizes(int64_t max_num_seqs, int64_t max_batch = 0);
+// size), as vLLM captures.
+std::vector<int64_t> decode_graph_batch_sizes(int64_t max_num_seqs);
 
 struct DecodeGraphPlan {
   int64_t batch = 0;         // real sequences
