@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/backend_flags.h"
+#include "cli/model_flags.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
@@ -30,23 +30,15 @@
 namespace mx::cli {
 namespace {
 
-struct GenerateOptions {
+struct GenerateOptions : ModelFlags {
   std::string model;
   std::string prompt_ids;
   std::string prompt_text;
   int64_t max_tokens = 16;
-  bool w4a4 = false;
   std::string kv_dtype = "bf16";
-  int threads = 0;
   int64_t block_size = 0;  // 0: 16 on cpu, 64 on cuda
   bool ignore_eos = false;
-  int tensor_parallel_size = 1;  // docs/parallel.md
-  bool expert_parallel = false;
-  std::string load_format = "auto";
-  uint64_t dummy_seed = 0;
   std::string logits_out;  // JSON: tokens + the logits that chose each (parity checks)
-  std::string device = "cpu";
-  BackendFlags backend;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -92,16 +84,7 @@ void run(const GenerateOptions& o) {
   } else {
     prompt = parse_ids(o.prompt_ids);
   }
-  LoadOptions load;
-  load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
-  load.num_threads = o.threads;
-  load.device = o.device;
-  o.backend.apply(load);
-  load.tensor_parallel_size = o.tensor_parallel_size;
-  load.expert_parallel = o.expert_parallel;
-  load.load_format = o.load_format;
-  load.dummy_seed = o.dummy_seed;
-  auto model = load_causal_lm(path, load);
+  auto model = load_causal_lm(path, o.load_options());
   GreedyOptions g;
   g.max_new_tokens = o.max_tokens;
   g.block_size = o.block_size > 0 ? o.block_size : o.device == "cpu" ? 16 : 64;
@@ -130,19 +113,11 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated prompt token ids");
   cmd->add_option("--prompt", o->prompt_text, "prompt text, encoded with the model's tokenizer");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--w4a4", o->w4a4, "quantize MXFP4 Linears' inputs per 32 (W4A4); default W4A16");
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "bf16, fp8 or f32");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens (default: 16 on cpu, 64 on cuda)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
-      ->capture_default_str();
-  o->backend.add_to(cmd);
+  o->add_to(cmd, /*parallel=*/true);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's EOS ids");
-  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "ranks (devices) to shard the model over")->check(CLI::PositiveNumber);
-  cmd->add_flag("--enable-expert-parallel", o->expert_parallel, "MoE experts split whole over the ranks");
-  cmd->add_option("--load-format", o->load_format, "auto (checkpoint weights) or dummy (random weights from config.json)");
-  cmd->add_option("--dummy-seed", o->dummy_seed, "seed of --load-format dummy weights");
   cmd->add_option("--logits-out", o->logits_out, "write the tokens and the logits that chose them as JSON (parity checks)");
   cmd->callback([o] { run(*o); });
 });

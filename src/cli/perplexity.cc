@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/backend_flags.h"
+#include "cli/model_flags.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
@@ -33,14 +33,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct PerplexityOptions {
+struct PerplexityOptions : ModelFlags {
   std::string model, text;
   int64_t max_tokens = 0;
-  bool w4a4 = false;
-  int threads = 0;
   bool print_ids = false;
-  std::string device = "cpu";
-  BackendFlags backend;
 };
 
 double next_token_nll(const std::vector<float>& logits, int32_t target) {
@@ -69,12 +65,7 @@ void run(const PerplexityOptions& o) {
     return;
   }
 
-  LoadOptions load;
-  load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
-  load.num_threads = o.threads;
-  load.device = o.device;
-  o.backend.apply(load);
-  auto model = load_causal_lm(path, load);
+  auto model = load_causal_lm(path, o.load_options());
   const int64_t block = o.device == "cpu" ? 16 : 64, n = int64_t(ids.size());
   model->allocate_kv_cache((n + block - 1) / block, block, KvCacheDtype::BF16);
   std::vector<int32_t> table(size_t((n + block - 1) / block));
@@ -110,11 +101,7 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--model", o->model, "checkpoint directory or .gguf file (default: the packaged default model)");
   cmd->add_option("--text", o->text, "UTF-8 text file")->required();
   cmd->add_option("--max-tokens", o->max_tokens, "score at most this many tokens (0: all)")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--w4a4", o->w4a4, "quantize MXFP4 Linears' inputs per 32 (W4A4); default W4A16");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")
-      ->capture_default_str();
-  o->backend.add_to(cmd);
+  o->add_to(cmd, /*parallel=*/false);
   cmd->add_flag("--print-ids", o->print_ids, "print the scored token ids (comma-separated) and exit");
   cmd->callback([o] { run(*o); });
 });

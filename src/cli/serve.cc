@@ -12,7 +12,7 @@
 
 #include <mutex>
 
-#include "cli/backend_flags.h"
+#include "cli/model_flags.h"
 #include "cli/command.h"
 #include "cli/debug_faulty_model.h"
 #include "core/error.h"
@@ -30,23 +30,19 @@
 namespace mx::cli {
 namespace {
 
-struct ServeOptions {
+struct ServeOptions : ModelFlags {
   std::string model, served_model_name, host = "127.0.0.1", api_key, kv_cache_dtype = "auto";
-  int port = 8000, tensor_parallel_size = 1, threads = 0, http_threads = 64, http_read_timeout_s = 60;
-  bool trust_remote_code = false, w4a4 = false, no_prefix_caching = false, allow_long_max_model_len = false;
+  int port = 8000, http_threads = 64, http_read_timeout_s = 60;
+  bool trust_remote_code = false, no_prefix_caching = false, allow_long_max_model_len = false;
   bool enforce_eager = false;
   int64_t max_num_seqs = 256, max_num_batched_tokens = 0, max_model_len = 0, block_size = 0, num_kv_blocks = 0;
   int64_t max_queued_requests = 1024, max_request_body_mb = 32;
   int64_t debug_fail_forward_at_step = 0;  // testing only (cli/debug_faulty_model.h)
   double kv_cache_memory_gib = 0;     // 0: 1 GiB on cpu; on cuda, --gpu-memory-utilization decides
-  std::string device = "cpu", sampling_device;  // sampling_device empty: the same as device
-  BackendFlags backend;
+  std::string sampling_device;  // empty: the same as --device
   double gpu_memory_utilization = 0.9;
   double shutdown_timeout_s = 30.0;
-  // Parallelism and weights (docs/parallel.md).
-  bool enable_expert_parallel = false;
-  std::string load_format = "auto";
-  uint64_t dummy_seed = 0;
+  // Multi-node (docs/parallel.md).
   int nnodes = 1, node_rank = 0, master_port = 29500;
   std::string master_addr = "127.0.0.1";
   double node_timeout_s = 300;
@@ -235,15 +231,7 @@ void drain(OpenAIServer& server, Engine& engine, const sigset_t& signals, double
 }
 
 LoadOptions load_options(const ServeOptions& o) {
-  LoadOptions load;
-  load.activation_mode = o.w4a4 ? ActivationMode::W4A4 : ActivationMode::W4A16;
-  load.num_threads = o.threads;
-  load.device = o.device;
-  o.backend.apply(load);
-  load.tensor_parallel_size = o.tensor_parallel_size;
-  load.expert_parallel = o.enable_expert_parallel;
-  load.load_format = o.load_format;
-  load.dummy_seed = o.dummy_seed;
+  LoadOptions load = o.load_options();
   load.on_parallel_failure = on_parallel_failure;
   return load;
 }
@@ -336,13 +324,9 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every route except /health");
   cmd->add_flag("--trust-remote-code", o->trust_remote_code,
                 "accepted for compatibility; mxserve never runs code from a checkpoint");
-  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size, "devices (ranks) to shard the model over, one "
-                  "worker thread each (docs/parallel.md); -tp N works too")->capture_default_str();
-  cmd->add_flag("--enable-expert-parallel", o->enable_expert_parallel,
-                "MoE experts split whole over the tensor-parallel ranks instead of slicing each expert");
-  cmd->add_option("--load-format", o->load_format, "auto: the checkpoint's weights; dummy: random weights of the "
-                  "config's shapes and formats (no weight files needed)")->capture_default_str();
-  cmd->add_option("--dummy-seed", o->dummy_seed, "seed of --load-format dummy weights")->capture_default_str();
+  o->add_to(cmd, /*parallel=*/true);
+  cmd->get_option("--tensor-parallel-size")->description(
+      "devices (ranks) to shard the model over, one worker thread each (docs/parallel.md); -tp N works too");
   cmd->add_option("--nnodes", o->nnodes, "nodes (processes) sharing the -tp ranks, -tp/nnodes each "
                   "(docs/parallel.md)")->capture_default_str();
   cmd->add_option("--node-rank", o->node_rank, "this node's index: 0 serves HTTP and schedules; 1.. run their "
@@ -371,8 +355,6 @@ Register reg([](CLI::App& app) {
   cmd->add_option("--num-kv-blocks", o->num_kv_blocks, "KV blocks to allocate (overrides --kv-cache-memory-gib)")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-memory-gib", o->kv_cache_memory_gib, "memory for the KV cache in GiB (default: 1 on cpu; "
                   "on cuda, what --gpu-memory-utilization leaves)")->check(CLI::PositiveNumber);
-  cmd->add_option("--device", o->device, "where the model runs: cpu or cuda (a build with -DMXSERVE_CUDA=ON)")->capture_default_str();
-  o->backend.add_to(cmd);
   cmd->add_option("--sampling-device", o->sampling_device, "where tokens are sampled: cpu, or the --device (default: the --device)");
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "with --device cuda: the share of the GPU's memory "
                   "the weights and the KV cache may use; the KV cache gets what the loaded weights leave of it")
@@ -386,11 +368,9 @@ Register reg([](CLI::App& app) {
                   "request before its connection is dropped")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s, "seconds to let requests in flight finish after "
                   "SIGTERM/SIGINT before ending them")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads for the model (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--debug-fail-forward-at-step", o->debug_fail_forward_at_step,
                   "TESTING ONLY: make the model's N-th forward step fail, to test how a worker error reaches the "
                   "requests of that step (docs/reliability.md)")->check(CLI::PositiveNumber);
-  cmd->add_flag("--w4a4", o->w4a4, "MXFP4 Linears quantize their inputs (W4A4); default W4A16");
   cmd->callback([o, cmd] {
     read_extras(cmd->remaining(), *o);
     serve(*o);
