@@ -4,6 +4,7 @@ ports, and `serve_process`, which starts `mxserve serve` and waits until
 the area's own files."""
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -22,6 +23,17 @@ def mxserve_binary_path():
     if not given.exists() and (given.parent / "src" / given.name).exists():
         return str(given.parent / "src" / given.name)
     return str(given)
+
+
+def synth_kimi(model):
+    """Writes the synthetic Kimi-K2.5 MXFP4 checkpoint (`mxserve synth`) into
+    the directory `model`, with the shared Kimi tokenizer files beside it."""
+    from tokenizer_helpers import KIMI_DIR
+    subprocess.run([mxserve_binary_path(), "synth", "--preset", "kimi-k25-mxfp4", "--out", str(model)], check=True,
+                   capture_output=True, timeout=120)
+    shutil.copy(KIMI_DIR / "tiktoken.model", model / "tiktoken.model")
+    shutil.copy(KIMI_DIR / "tokenizer_config.kimi-k2.5-derived-kite.json", model / "tokenizer_config.json")
+    return model
 
 
 def default_model_gguf():

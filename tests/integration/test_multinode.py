@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, mxserve_binary_path, serve_process
+from conftest import free_port, mxserve_binary_path, serve_process, synth_kimi
 from tokenizer_helpers import KIMI_DIR
 
 pytestmark = pytest.mark.skipif(not (KIMI_DIR / "tiktoken.model").exists(), reason="shared Kimi tokenizer data missing")
@@ -27,12 +27,7 @@ COMMON = ["--served-model-name", "m", "--max-model-len", "128", "--num-kv-blocks
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, mxserve_binary):
-    model = tmp_path_factory.mktemp("kimi-synth-mn")
-    subprocess.run([mxserve_binary_path(), "synth", "--preset", "kimi-k25-mxfp4", "--out", str(model)], check=True,
-                   capture_output=True, timeout=120)
-    shutil.copy(KIMI_DIR / "tiktoken.model", model / "tiktoken.model")
-    shutil.copy(KIMI_DIR / "tokenizer_config.kimi-k2.5-derived-kite.json", model / "tokenizer_config.json")
-    return model
+    return synth_kimi(tmp_path_factory.mktemp("kimi-synth-mn"))
 
 
 def complete(base, prompt, max_tokens=12):

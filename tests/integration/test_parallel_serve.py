@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import mxserve_binary_path, serve_process
+from conftest import mxserve_binary_path, serve_process, synth_kimi
 from tokenizer_helpers import KIMI_DIR
 
 pytestmark = pytest.mark.skipif(not (KIMI_DIR / "tiktoken.model").exists(), reason="shared Kimi tokenizer data missing")
@@ -21,12 +21,7 @@ PROMPTS = [[5, 17, 300, 2], [1000, 3, 3, 3, 3, 3], [42], [7, 8, 9, 10, 11, 12, 1
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, mxserve_binary):
-    model = tmp_path_factory.mktemp("kimi-synth-tp")
-    subprocess.run([mxserve_binary_path(), "synth", "--preset", "kimi-k25-mxfp4", "--out", str(model)], check=True,
-                   capture_output=True, timeout=120)
-    shutil.copy(KIMI_DIR / "tiktoken.model", model / "tiktoken.model")
-    shutil.copy(KIMI_DIR / "tokenizer_config.kimi-k2.5-derived-kite.json", model / "tokenizer_config.json")
-    return model
+    return synth_kimi(tmp_path_factory.mktemp("kimi-synth-tp"))
 
 
 @pytest.fixture(scope="module")

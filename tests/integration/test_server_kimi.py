@@ -5,12 +5,11 @@ transformers renders them with jinja2), and the MLA/MoE model runs through
 the engine with an FP8 KV cache."""
 import json
 import shutil
-import subprocess
 import urllib.request
 
 import pytest
 
-from conftest import mxserve_binary_path, serve_process
+from conftest import serve_process, synth_kimi
 from tokenizer_helpers import KIMI_DIR, hf_jinja_env, hf_render
 
 TEMPLATE = KIMI_DIR / "chat_template.kimi-k2.5-derived-kite.jinja"
@@ -20,11 +19,7 @@ pytestmark = pytest.mark.skipif(not (KIMI_DIR / "tiktoken.model").exists(), reas
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, mxserve_binary):
-    model = tmp_path_factory.mktemp("kimi-synth")
-    subprocess.run([mxserve_binary_path(), "synth", "--preset", "kimi-k25-mxfp4", "--out", str(model)], check=True,
-                   capture_output=True, timeout=120)
-    shutil.copy(KIMI_DIR / "tiktoken.model", model / "tiktoken.model")
-    shutil.copy(KIMI_DIR / "tokenizer_config.kimi-k2.5-derived-kite.json", model / "tokenizer_config.json")
+    model = synth_kimi(tmp_path_factory.mktemp("kimi-synth"))
     shutil.copy(TEMPLATE, model / "chat_template.jinja")
     with serve_process(["--model", str(model), "--served-model-name", "kimi-synth", "--max-model-len", "256",
                         "--num-kv-blocks", "64", "--kv-cache-dtype", "fp8", "--threads", "2"]) as (base, _):
