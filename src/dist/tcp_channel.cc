@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -168,17 +169,22 @@ TcpListener::~TcpListener() {
 }
 
 std::unique_ptr<TcpChannel> TcpListener::accept(double timeout_s) {
-  pollfd p{fd_, POLLIN, 0};
-  const int ready = ::poll(&p, 1, int(timeout_s * 1000));
-  if (ready < 0 && errno != EINTR) fail("poll on the bootstrap port: {}", os_error(errno));
-  if (ready <= 0) return nullptr;
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
-  if (fd < 0) return nullptr;  // the peer left before we took it; the caller keeps waiting
-  auto channel = std::make_unique<TcpChannel>(fd, "");
-  channel->set_peer("a peer at " + channel->remote_address());
-  return channel;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return nullptr;
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, int(std::ceil(left * 1000)));
+    if (ready < 0 && errno != EINTR) fail("poll on the bootstrap port: {}", os_error(errno));
+    if (ready <= 0) continue;  // a signal, or the time is up (checked above)
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    if (fd < 0) continue;  // the peer left before we took it: keep waiting
+    auto channel = std::make_unique<TcpChannel>(fd, "");
+    channel->set_peer("a peer at " + channel->remote_address());
+    return channel;
+  }
 }
 
 std::pair<std::unique_ptr<TcpChannel>, std::unique_ptr<TcpChannel>> channel_pair(const std::string& peer_a,

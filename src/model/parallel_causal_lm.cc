@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "dist/communicator_factory.h"
@@ -100,7 +101,6 @@ class RankSet {
       }
   }
 
-  int size() const { return int(models_.size()); }
   int first_rank() const { return first_rank_; }
   CausalLM& model(int local) { return *models_[size_t(local)]; }
   const CausalLM& model(int local) const { return *models_[size_t(local)]; }
@@ -315,9 +315,7 @@ std::string model_hash(const std::filesystem::path& model_dir) {
   in.read(bytes.data(), std::streamsize(bytes.size()));
   bytes.resize(size_t(in.gcount()));
   if (!dir) bytes += std::to_string(std::filesystem::file_size(file));
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", fnv1a64(bytes));
 }
 
 std::unique_ptr<NodeGroup> join_nodes(const std::filesystem::path& model_dir, const LoadOptions& options,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/thread_pool.h"
 #include "quant/synth_values.h"
 #include "quant/weight_loader.h"
@@ -24,15 +25,10 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
   x *= 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 struct Stream {
   uint64_t key;
-  Stream(uint64_t seed, const std::string& name) : key(mix64(seed ^ fnv1a(name))) {}
+  Stream(uint64_t seed, const std::string& name) : key(mix64(seed ^ fnv1a64(name))) {}
   uint64_t bits(int64_t i) const { return mix64(key + uint64_t(i) * 0x9e3779b97f4a7c15ull); }
   double uniform(int64_t i) const { return double(bits(i) >> 11) * 0x1.0p-53; }
   double normal(int64_t i) const {  // Box-Muller on two draws of its own

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/safetensors_writer.h"
 #include "quant/fp8_block.h"
 #include "quant/int4_group.h"
@@ -25,7 +26,7 @@ using ojson = nlohmann::ordered_json;
 // is not: Box-Muller on top keeps checkpoints identical across toolchains.
 class Rng {
  public:
-  Rng(uint64_t seed, const std::string& name) : gen_(seed ^ fnv1a(name)) {}
+  Rng(uint64_t seed, const std::string& name) : gen_(seed ^ fnv1a64(name)) {}
   double uniform() { return double(gen_() >> 11) * 0x1.0p-53; }
   double normal() {
     double u1 = uniform(), u2 = uniform();
@@ -33,11 +34,6 @@ class Rng {
   }
 
  private:
-  static uint64_t fnv1a(const std::string& s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-  }
   std::mt19937_64 gen_;
 };
 
