@@ -151,7 +151,7 @@ __device__ __forceinline__ void wide_tile_loop(const uint8_t* __restrict__ codes
   auto step = [&](int i, int st, uint32_t (&a)[4][4]) {
     dev::cp_async_wait<kDist - 1>();
     // The copies are generic-proxy writes that wgmma reads through the async proxy.
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    dev::fence_proxy_async();
     // Also: every warpgroup has retired tile i - 2, whose stage is refilled now.
     __syncthreads();
     if (i + kDist < KT) issue(i + kDist, st + kDist < kStages ? st + kDist : st + kDist - kStages);

@@ -84,6 +84,40 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// One 64-wide K tile of a strip: dequantize the lane's layout word `w` with its
+// scale pair `sc` and multiply with the NT token groups' activations xa.
+template <int NT, bool kBig>
+__device__ __forceinline__ void mma_tile(const uint4& w, uint32_t sc, const uint4 (&xa)[NT][2],
+                                         float (&acc)[NT][4]) {
+  const ScaleMul m = scale_multipliers<kBig>(sc);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];
+    dequant_fragment<kBig>(word_of(w, kk), m, a);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint4& xv = xa[nt][kk >> 1];
+      mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
+    }
+  }
+}
+
+// The two 16-byte activation loads of one tile for each token group (zeros for
+// padding tokens).
+template <int NT>
+__device__ __forceinline__ void load_tile_acts(const uint16_t* const (&xrow)[NT], int offset,
+                                               uint4 (&xa)[NT][2]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (xrow[nt]) {
+      xa[nt][0] = load_act(xrow[nt] + offset);
+      xa[nt][1] = load_act(xrow[nt] + offset + 8);
+    } else {
+      xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 // Accumulates k-tiles [kt0, kt1) of one 16-row strip into acc for NT groups of
 // 8 tokens. `codes`/`scales` point at the strip's first tile; rows[nt] is this
 // lane's token row (token nt*8 + g) or null for a padding token. kU tiles of
@@ -117,48 +151,12 @@ __device__ __forceinline__ void strip_mma(const uint8_t* __restrict__ codes,
     for (int u = 0; u < kU; ++u) {
       if (kt + u >= kt1) break;
       uint4 xa[NT][2];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        if (xrow[nt]) {
-          xa[nt][0] = load_act(xrow[nt] + u * kTileK);
-          xa[nt][1] = load_act(xrow[nt] + u * kTileK + 8);
-        } else {
-          xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
-        }
-      }
-      const ScaleMul m = scale_multipliers<kBig>(sc[u]);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        uint32_t a[4];
-        dequant_fragment<kBig>(word_of(w[u], kk), m, a);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const uint4& xv = xa[nt][kk >> 1];
-          mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
-        }
-      }
+      load_tile_acts<NT>(xrow, u * kTileK, xa);
+      mma_tile<NT, kBig>(w[u], sc[u], xa, acc);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
       if (xrow[nt]) xrow[nt] += kU * kTileK;
-  }
-}
-
-// One 64-wide K tile of a strip: dequantize the lane's layout word `w` with its
-// scale pair `sc` and multiply with the NT token groups' activations xa.
-template <int NT, bool kBig>
-__device__ __forceinline__ void mma_tile(const uint4& w, uint32_t sc, const uint4 (&xa)[NT][2],
-                                         float (&acc)[NT][4]) {
-  const ScaleMul m = scale_multipliers<kBig>(sc);
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t a[4];
-    dequant_fragment<kBig>(word_of(w, kk), m, a);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const uint4& xv = xa[nt][kk >> 1];
-      mma_bf16_16816(acc[nt], a, word_of(xv, (2 * kk) & 3), word_of(xv, (2 * kk + 1) & 3));
-    }
   }
 }
 
@@ -182,22 +180,6 @@ __device__ __forceinline__ uint4 load_act_ordered(const uint16_t* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
-}
-
-// The two 16-byte activation loads of one tile for each token group (zeros for
-// padding tokens).
-template <int NT>
-__device__ __forceinline__ void load_tile_acts(const uint16_t* const (&xrow)[NT], int offset,
-                                               uint4 (&xa)[NT][2]) {
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    if (xrow[nt]) {
-      xa[nt][0] = load_act(xrow[nt] + offset);
-      xa[nt][1] = load_act(xrow[nt] + offset + 8);
-    } else {
-      xa[nt][0] = xa[nt][1] = make_uint4(0, 0, 0, 0);
-    }
-  }
 }
 
 // Same result as strip_mma. Full batches of kU tiles run without any

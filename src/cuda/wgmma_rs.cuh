@@ -132,6 +132,9 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
+// Orders this thread's generic-proxy shared-memory writes (st.shared,
+// cp.async) before later async-proxy reads (wgmma operands).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // Wait until at most N of this warpgroup's committed wgmma groups are pending.
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {

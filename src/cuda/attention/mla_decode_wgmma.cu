@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "cuda/attention/mla_decode_common.cuh"
+#include "cuda/wgmma_rs.cuh"
 
 namespace mx::cuda::mla {
 namespace {
@@ -66,16 +67,7 @@ __device__ __forceinline__ uint64_t desc64(uint32_t addr) {
   return uint64_t((addr >> 4) & 0x3FFF) | (uint64_t(1) << 16) | (uint64_t(512 >> 4) << 32) | (uint64_t(2) << 62);
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Keeps the compiler from moving accumulator registers across the async wgmma.
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
+using dev::fence_accumulators, dev::fence_proxy_async, dev::wgmma_commit, dev::wgmma_fence, dev::wgmma_wait;
 
 // d (+)= A . B, m64n16k32, E4M3 x E4M3 -> F32, A and B in shared memory.
 __device__ __forceinline__ void wgmma_ss_n16(float (&d)[8], uint64_t a, uint64_t b, int accumulate) {
@@ -253,7 +245,7 @@ __global__ void __launch_bounds__(wg::kThreads, 2) mla_decode_fp8_wgmma_kernel(c
                    desc64(base + kOffQ + (ks >> 1) * kQSlab + (ks & 1) * 32), ks & 3);
     wgmma_commit();
 #pragma unroll
-    for (int gi = 0; gi < 5; ++gi) fence_regs(sacc[gi]);
+    for (int gi = 0; gi < 5; ++gi) fence_accumulators(sacc[gi]);
     // While the scores run: this tile's V^T fragments for P.V (the stage is
     // then free once the scores are done).
     uint32_t a[2][8][4];
@@ -268,9 +260,9 @@ __global__ void __launch_bounds__(wg::kThreads, 2) mla_decode_fp8_wgmma_kernel(c
         a[ks][i][2] = prmt2(r[2], r[3], 0x6420);  // tokens 16 + ...
         a[ks][i][3] = prmt2(r[2], r[3], 0x7531);
       }
-    wgmma_wait0();
+    wgmma_wait<0>();
 #pragma unroll
-    for (int gi = 0; gi < 5; ++gi) fence_regs(sacc[gi]);
+    for (int gi = 0; gi < 5; ++gi) fence_accumulators(sacc[gi]);
 
     // ---- scale, mask, tile maxima: tokens 16 warp + g + 8 r, heads 2 q4 + hh ----
     float s[2][2], w[2][2];
@@ -364,11 +356,11 @@ __global__ void __launch_bounds__(wg::kThreads, 2) mla_decode_fp8_wgmma_kernel(c
       }
     wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < 8; ++i) fence_regs(ot[i]);
-    wgmma_wait0();
+    for (int i = 0; i < 8; ++i) fence_accumulators(ot[i]);
+    wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      fence_regs(ot[i]);
+      fence_accumulators(ot[i]);
       o[i][0] = o[i][0] * alpha2[0] + ot[i][0] * beta[0];
       o[i][1] = o[i][1] * alpha2[1] + ot[i][1] * beta[1];
       o[i][2] = o[i][2] * alpha2[0] + ot[i][2] * beta[0];
