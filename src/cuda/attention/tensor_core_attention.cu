@@ -32,6 +32,7 @@
 #include "cuda/attention/kv_access.cuh"
 #include "cuda/attention/mma_sync.cuh"
 #include "cuda/attention/tensor_core_tuning.h"
+#include "cuda/per_device_once.h"
 
 namespace mx::cuda {
 namespace {
@@ -449,7 +450,11 @@ template <int DK, int DV, KvType T, int SUB>
 void launch_tiles(const AttentionArgs& a, int tiles, cudaStream_t stream) {
   using L = Layout<DK, DV, T, SUB>;
   auto kernel = tensor_core_attention_kernel<DK, DV, T, SUB>;
-  if (L::bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
+  if constexpr (L::bytes > 48 * 1024) {
+    static PerDeviceOnce raise_smem_limit;  // once per GPU and instance, not per launch
+    raise_smem_limit(
+        [&] { MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes))); });
+  }
   kernel<<<dim3(unsigned((tiles + SUB - 1) / SUB), unsigned(a.q_heads)), L::kBlockThreads, L::bytes, stream>>>(a);
 }
 
