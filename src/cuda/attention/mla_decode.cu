@@ -468,7 +468,9 @@ int mla_decode_default_splits(const MlaDecodeShape& shape, int num_sms, MlaDecod
   // 64-token tiles, two CTAs per SM.
   const bool fused_kernel = resolved == MlaDecodeKernel::kFp8Fused;
   const bool two_per_sm = fused_kernel || resolved == MlaDecodeKernel::kFp8Wgmma;
-  const int tile = fused_kernel ? fused::kTile : kTile;
+  const int tile = fused_kernel                                 ? fused::kTile
+                   : resolved == MlaDecodeKernel::kFp8Wgmma ? wgmma_kernel::kTile
+                                                            : kTile;
   const long slots = long(std::max(num_sms, 1)) * (two_per_sm ? 2 : 1);  // CTAs resident at once
   const double fixed = fused_kernel ? 2.0 : 1.0;                         // ~64 tokens' worth, in tiles
   const long max_tiles = (long(shape.max_blocks) * shape.block_size + tile - 1) / tile;

@@ -192,11 +192,8 @@ cudaError_t launch_fused(const Params& p, int head_groups, cudaStream_t stream);
 // One warpgroup per CTA, two CTAs per SM, 64-token tiles in two cp.async
 // stages; scores and P.V on FP8 wgmma (design in mla_decode_wgmma.cu).
 namespace wgmma_kernel {
-constexpr int kTile = 64;
-constexpr int kThreads = 128;
-constexpr int kStages = 2;
-constexpr int kHeads = 8;
-constexpr int kBytes = 86016;  // 84,768 used + 1 KB to align the tiles to 1 KB
+constexpr int kTile = 64;   // tokens per tile (the split model in mla_decode.cu uses it too)
+constexpr int kHeads = 8;   // the most heads it takes
 }  // namespace wgmma_kernel
 cudaError_t launch_wgmma(const Params& p, cudaStream_t stream);
 

@@ -45,7 +45,11 @@
 namespace mx::cuda::mla {
 namespace {
 
-namespace wg = wgmma_kernel;
+namespace wg {
+using wgmma_kernel::kHeads, wgmma_kernel::kTile;
+constexpr int kThreads = 128;
+constexpr int kStages = 2;
+}  // namespace wg
 
 constexpr int kSlab = wg::kTile * 64;          // one 64-dim slab of a stage: 4096 bytes
 constexpr int kStageBytes = 9 * kSlab;         // 36,864
@@ -56,8 +60,9 @@ constexpr int kOffScale = kOffP + 16 * 64;     // F32 [stages][64]
 constexpr int kOffQinv = kOffScale + wg::kStages * wg::kTile * 4;  // F32 [8]: 2^-e per head
 constexpr int kOffRed = kOffQinv + 8 * 4;      // F32 [4 warps][8 heads][2]
 constexpr int kUsed = kOffRed + 4 * 8 * 2 * 4;
-static_assert(wg::kBytes >= kUsed + 1024, "wgmma kernel: shared-memory budget (with 1 KB alignment slack)");
-static_assert(2 * (wg::kBytes + 1024) <= 233472, "two CTAs must fit an SM's shared memory");
+// What is used plus 1 KB of slack to align the tiles to 1 KB, in whole KB (86,016).
+constexpr int kBytes = (kUsed + 1024 + 1023) / 1024 * 1024;
+static_assert(2 * (kBytes + 1024) <= 233472, "two CTAs must fit an SM's shared memory");
 
 // Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a 64-byte-swizzled slab.
 __device__ __forceinline__ uint32_t sw64(int row, int chunk) { return row * 64 + (((chunk ^ (row >> 1)) & 3) << 4); }
@@ -405,9 +410,9 @@ __global__ void __launch_bounds__(wg::kThreads, 2) mla_decode_fp8_wgmma_kernel(c
 cudaError_t launch_wgmma(const Params& p, cudaStream_t stream) {
   static std::atomic<uint64_t> done{0};
   const cudaError_t attr =
-      ensure_smem_limit(done, reinterpret_cast<const void*>(mla_decode_fp8_wgmma_kernel), wg::kBytes, true);
+      ensure_smem_limit(done, reinterpret_cast<const void*>(mla_decode_fp8_wgmma_kernel), kBytes, true);
   if (attr != cudaSuccess) return attr;
-  mla_decode_fp8_wgmma_kernel<<<dim3(p.num_splits, p.batch, 1), wg::kThreads, wg::kBytes, stream>>>(p);
+  mla_decode_fp8_wgmma_kernel<<<dim3(p.num_splits, p.batch, 1), wg::kThreads, kBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
