@@ -149,8 +149,7 @@ void launch_dense(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t
 }
 
 // Bulk-ring strip kernel (GemmConfig kernel 4): kKs warps per CTA, each a
-// K-slice of one strip, weights streamed by bulk copies (strip_mma_bulk;
-// kBulk false: register loads, strip_mma, not compiled now). With
+// K-slice of one strip, weights streamed by bulk copies (strip_mma_bulk). With
 // kC > 1 the strip's K is split over the kC CTAs of a thread-block cluster that
 // sum their partials through distributed shared memory: this makes the CTAs
 // smaller and more numerous, so that they spread evenly over the SMs (448
@@ -161,21 +160,20 @@ constexpr int kBulkStages = 3;
 template <int NT>
 constexpr int bulk_partial_floats() { return NT * 4 * 32; }
 
-template <bool kBulk>
-constexpr int bulk_ring_or_none() { return kBulk ? dev::bulk_ring_bytes(kBulkStages) : 0; }
+constexpr int kBulkRingBytes = dev::bulk_ring_bytes(kBulkStages);
 
-template <int NT, int kKs, bool kBulk>
+template <int NT, int kKs>
 constexpr int bulk_smem_bytes() {
-  return kKs * bulk_ring_or_none<kBulk>() + kKs * bulk_partial_floats<NT>() * 4;
+  return kKs * kBulkRingBytes + kKs * bulk_partial_floats<NT>() * 4;
 }
 
-template <int NT, int kKs, int kC, bool kBig, bool kBulk>
+template <int NT, int kKs, int kC, bool kBig>
 __global__ void __launch_bounds__(kKs * 32)
     dense_bulk_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
                       uint16_t* __restrict__ y) {
   extern __shared__ uint4 dyn_smem[];
-  constexpr int kRing = bulk_ring_or_none<kBulk>(), kEntries = bulk_partial_floats<NT>();
+  constexpr int kRing = kBulkRingBytes, kEntries = bulk_partial_floats<NT>();
   uint8_t* smem = reinterpret_cast<uint8_t*>(dyn_smem);
   float* part = reinterpret_cast<float*>(smem + kKs * kRing);  // [kKs][kEntries]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
@@ -186,13 +184,8 @@ __global__ void __launch_bounds__(kKs * 32)
   token_rows<NT>(x, M, K, g, rows);
   float acc[NT][4] = {};
   const size_t tile0 = size_t(strip) * KT;
-  if constexpr (kBulk)
-    dev::strip_mma_bulk<NT, kBig, kBulkStages>(codes + tile0 * kTileCodeBytes,
-                                               scales + tile0 * kTileScaleBytes, kt0, kt1, rows, acc,
-                                               smem + warp * kRing);
-  else
-    dev::strip_mma<NT, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
-                             kt1, rows, acc);
+  dev::strip_mma_bulk<NT, kBig, kBulkStages>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes,
+                                             kt0, kt1, rows, acc, smem + warp * kRing);
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -229,11 +222,11 @@ __global__ void __launch_bounds__(kKs * 32)
   }
 }
 
-template <int NT, int kKs, int kC, bool kBig, bool kBulk>
+template <int NT, int kKs, int kC, bool kBig>
 void launch_bulk_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                          cudaStream_t stream) {
-  constexpr int kSmem = bulk_smem_bytes<NT, kKs, kBulk>();
-  auto* kernel = dense_bulk_kernel<NT, kKs, kC, kBig, kBulk>;
+  constexpr int kSmem = bulk_smem_bytes<NT, kKs>();
+  auto* kernel = dense_bulk_kernel<NT, kKs, kC, kBig>;
   if constexpr (kSmem > 48 * 1024) {
     static PerDeviceOnce smem_attribute;
     smem_attribute([&] { MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)); });
@@ -253,11 +246,11 @@ void launch_bulk_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, u
   MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y));
 }
 
-template <int NT, int kKs, int kC, bool kBulk>
+template <int NT, int kKs, int kC>
 void launch_bulk_scales(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                         cudaStream_t stream) {
-  if (w.big_scales) launch_bulk_variant<NT, kKs, kC, true, kBulk>(w, x, M, y, stream);
-  else launch_bulk_variant<NT, kKs, kC, false, kBulk>(w, x, M, y, stream);
+  if (w.big_scales) launch_bulk_variant<NT, kKs, kC, true>(w, x, M, y, stream);
+  else launch_bulk_variant<NT, kKs, kC, false>(w, x, M, y, stream);
 }
 
 // Compiled: 4 warps per CTA, clusters of 1 or 2 CTAs, up to 16 tokens per pass.
@@ -265,8 +258,8 @@ template <int NT>
 void launch_bulk(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                  cudaStream_t stream, int ks, int cluster) {
   if constexpr (NT <= 2) {
-    if (ks == 4 && cluster == 1) return launch_bulk_scales<NT, 4, 1, true>(w, x, M, y, stream);
-    if (ks == 4 && cluster == 2) return launch_bulk_scales<NT, 4, 2, true>(w, x, M, y, stream);
+    if (ks == 4 && cluster == 1) return launch_bulk_scales<NT, 4, 1>(w, x, M, y, stream);
+    if (ks == 4 && cluster == 2) return launch_bulk_scales<NT, 4, 2>(w, x, M, y, stream);
   }
   fail_input("mxfp4_gemm: no bulk kernel for {} K-slices x {} CTAs at {} tokens", ks, cluster, M);
 }
