@@ -238,7 +238,9 @@ Tensor DecoderModel::run_layers(const ForwardBatch& batch, const StepContext& st
   }
   // Every rank holds the same h; only rank 0 (which samples) needs logits.
   if (options_.shard.rank != 0) return ops.empty(DType::F32, {int64_t(rows.size()), 0});
-  return ops.linear(ops.gather_rows(h, rows), lm_head_);
+  // A decode-only step wants every row's logits, in order: no gather.
+  const bool all_rows = int64_t(rows.size()) == h.dim(0);
+  return ops.linear(all_rows ? h : ops.gather_rows(h, rows), lm_head_);
 }
 
 std::string DecoderModel::describe() const {

@@ -204,7 +204,9 @@ Tensor MlaAttention::forward(Ops& ops, const Tensor& h, const StepContext& step)
   ops.store_kv(cache_, ops.concat_cols(c_kv, k_pe, 1, true), Tensor(), step.attention.slots);
 
   // Decode tokens (one new token) take the absorbed form together; prefill
-  // chunks take the expanded form one sequence at a time.
+  // chunks take the expanded form one sequence at a time. A decode-only step
+  // needs no gather or scatter: its decode rows are all rows, in order.
+  if (int64_t(step.decode_rows.size()) == tokens) return ops.linear(absorbed(ops, q, step.decode), o_);
   Tensor out = ops.empty(DType::F32, {tokens, heads_ * v_dim_});
   for (const AttentionSeq& s : step.attention.seqs) {
     if (s.num_new <= 1) continue;
