@@ -61,6 +61,16 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   return Tensor(storage_, offset_ + size_t(begin) * row_bytes, dtype_, std::move(s));
 }
 
+Tensor Tensor::copy_cols(int64_t begin, int64_t end) const {
+  MX_CHECK(ndim() == 2 && begin >= 0 && begin <= end && end <= shape_[1] && device() == Device::CPU,
+           "columns [{}, {}) of {}", begin, end, describe());
+  const size_t elem = dtype_size(dtype_), row_in = size_t(shape_[1]) * elem, row_out = size_t(end - begin) * elem;
+  Tensor out = empty(dtype_, {shape_[0], end - begin});
+  for (int64_t r = 0; r < shape_[0]; ++r)
+    std::memcpy(out.raw() + size_t(r) * row_out, raw() + size_t(r) * row_in + size_t(begin) * elem, row_out);
+  return out;
+}
+
 Tensor Tensor::clone() const {
   MX_CHECK(device() == Device::CPU, "clone of a device tensor");
   Tensor t = empty(dtype_, shape_);

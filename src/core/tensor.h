@@ -67,6 +67,8 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Rows [begin, end) of the leading dimension, sharing storage.
   Tensor slice_rows(int64_t begin, int64_t end) const;
+  // Columns [begin, end) of a 2-D host tensor, copied into a new tensor.
+  Tensor copy_cols(int64_t begin, int64_t end) const;
   // Deep copy into fresh CPU memory.
   Tensor clone() const;
 

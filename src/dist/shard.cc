@@ -1,7 +1,6 @@
 #include "dist/shard.h"
 
 #include <atomic>
-#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -11,16 +10,6 @@ namespace mx {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Columns [c0, c1) of a 2-D tensor, copied (element size from its dtype).
-Tensor copy_cols(const Tensor& t, int64_t c0, int64_t c1) {
-  MX_CHECK(t.ndim() == 2 && c0 >= 0 && c0 <= c1 && c1 <= t.dim(1), "copy_cols [{}, {}) of {}", c0, c1, t.describe());
-  const size_t elem = dtype_size(t.dtype()), row_in = size_t(t.dim(1)) * elem, row_out = size_t(c1 - c0) * elem;
-  Tensor out = Tensor::empty(t.dtype(), {t.dim(0), c1 - c0});
-  for (int64_t r = 0; r < t.dim(0); ++r)
-    std::memcpy(out.raw() + size_t(r) * row_out, t.raw() + size_t(r) * row_in + size_t(c0) * elem, row_out);
-  return out;
-}
 
 void check_range(const LinearWeight& w, int64_t begin, int64_t end, int64_t total, const char* what) {
   if (begin < 0 || begin >= end || end > total)
@@ -58,7 +47,7 @@ LinearWeight fp8_slice_as_f32(const LinearWeight& w, int64_t r0, int64_t r1, int
   s.format = WeightFormat::Dense;
   s.group_size = 0;
   s.scale = Tensor();
-  s.weight = copy_cols(full, c0, c1);
+  s.weight = full.copy_cols(c0, c1);
   s.out_features = r1 - r0;
   s.in_features = c1 - c0;
   if (w.bias.defined() && (r0 != 0 || r1 != w.out_features)) s.bias = w.bias.slice_rows(r0, r1);
@@ -109,21 +98,21 @@ LinearWeight slice_in_features(const LinearWeight& w, int64_t begin, int64_t end
   LinearWeight s = w;
   s.in_features = end - begin;
   switch (w.format) {
-    case WeightFormat::Dense: s.weight = copy_cols(w.weight, begin, end); break;
+    case WeightFormat::Dense: s.weight = w.weight.copy_cols(begin, end); break;
     case WeightFormat::Mxfp4:  // 2 codes per byte, one E8M0 scale per 32
       check_aligned(w, begin, end, w.in_features, 32, "input features");
-      s.weight = copy_cols(w.weight, begin / 2, end / 2);
-      s.scale = copy_cols(w.scale, begin / 32, end / 32);
+      s.weight = w.weight.copy_cols(begin / 2, end / 2);
+      s.scale = w.scale.copy_cols(begin / 32, end / 32);
       break;
     case WeightFormat::Int4Group:  // 8 codes per int32, one scale per group
       check_aligned(w, begin, end, w.in_features, w.group_size, "input features");
-      s.weight = copy_cols(w.weight, begin / 8, end / 8);
-      s.scale = copy_cols(w.scale, begin / w.group_size, end / w.group_size);
+      s.weight = w.weight.copy_cols(begin / 8, end / 8);
+      s.scale = w.scale.copy_cols(begin / w.group_size, end / w.group_size);
       break;
     case WeightFormat::Fp8Block:
       check_aligned(w, begin, end, w.in_features, w.group_size, "input features");
-      s.weight = copy_cols(w.weight, begin, end);
-      s.scale = copy_cols(w.scale, begin / w.group_size, ceil_div(end, w.group_size));
+      s.weight = w.weight.copy_cols(begin, end);
+      s.scale = w.scale.copy_cols(begin / w.group_size, ceil_div(end, w.group_size));
       break;
   }
   return s;
