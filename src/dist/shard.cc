@@ -147,7 +147,7 @@ LinearWeight load_parallel(const WeightLoader& w, const std::string& name, const
   if (const auto features = w.mxfp4_features(name)) {
     auto [b, e] = s.part(out ? features->first : features->second,
                          name + (out ? " (column-parallel units)" : " (row-parallel units)"));
-    return *w.mxfp4_part(name, axis, b, e);
+    return w.mxfp4_part(name, *features, axis, b, e);
   }
   return out ? column_parallel(w.linear(name), s) : row_parallel(w.linear(name), s);
 }

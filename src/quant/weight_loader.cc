@@ -207,9 +207,14 @@ std::optional<LinearWeight> WeightLoader::mxfp4_part(const std::string& name, Fe
                                                      int64_t end) const {
   const auto features = mxfp4_features(name);
   if (!features) return std::nullopt;
+  return mxfp4_part(name, *features, axis, begin, end);
+}
+
+LinearWeight WeightLoader::mxfp4_part(const std::string& name, std::pair<int64_t, int64_t> features, Features axis,
+                                      int64_t begin, int64_t end) const {
   const std::string base = resolve(name, ".weight");
   const std::string wname = base + ".weight", sname = base + ".weight_scale";
-  const auto [out, in] = *features;
+  const auto [out, in] = features;
   const int64_t total = axis == Features::Out ? out : in;
   const int64_t group = axis == Features::Out ? 1 : 32;
   if (begin < 0 || begin >= end || end > total || begin % group != 0 || end % group != 0)

@@ -48,6 +48,10 @@ class WeightLoader {
   // group or out of range.
   enum class Features { Out, In };
   std::optional<LinearWeight> mxfp4_part(const std::string& name, Features axis, int64_t begin, int64_t end) const;
+  // The same for a Linear whose mxfp4_features(name) the caller already has
+  // (they are not looked up again).
+  LinearWeight mxfp4_part(const std::string& name, std::pair<int64_t, int64_t> features, Features axis, int64_t begin,
+                          int64_t end) const;
   // {out_features, in_features} of an MXFP4 Linear without reading its
   // values; nullopt for other formats (or a bias, or shapes linear() refuses).
   std::optional<std::pair<int64_t, int64_t>> mxfp4_features(const std::string& name) const;

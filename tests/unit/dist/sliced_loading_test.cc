@@ -92,5 +92,45 @@ TEST(SlicedLoading, Mxfp4PartsEqualCutsOfTheWholeLinear) {
   }
 }
 
+// A source that counts whole-tensor reads, over the dummy source.
+class CountingSource : public TensorSource {
+ public:
+  explicit CountingSource(const TensorSource& inner) : inner_(inner) {}
+  bool has(const std::string& name) const override { return inner_.has(name); }
+  Tensor get(const std::string& name) const override {
+    ++whole_reads;
+    return inner_.get(name);
+  }
+  std::vector<std::string> names() const override { return inner_.names(); }
+  std::string file_of(const std::string& name) const override { return inner_.file_of(name); }
+  Tensor get_rows(const std::string& name, int64_t begin, int64_t end) const override {
+    return inner_.get_rows(name, begin, end);
+  }
+  Shape shape_of(const std::string& name) const override { return inner_.shape_of(name); }
+  Tensor get_cols(const std::string& name, int64_t begin, int64_t end) const override {
+    return inner_.get_cols(name, begin, end);
+  }
+  mutable int whole_reads = 0;
+
+ private:
+  const TensorSource& inner_;
+};
+
+// What sliced loading is for: a rank's MXFP4 expert parts never read (or, from
+// dummy weights, make) a whole tensor.
+TEST(SlicedLoading, RanksNeverReadWholeMxfp4Experts) {
+  const ModelConfig config = load_model_config(synth("kimi-k25-mxfp4"));
+  DummyTensorSource dummy(config, 5);
+  CountingSource source(dummy);
+  WeightLoader w(config, source);
+  ShardSpec s;
+  s.rank = 1, s.world = 2;
+  const LinearWeight gate = load_column_parallel(w, "model.layers.1.mlp.experts.2.gate_proj", s);
+  const LinearWeight down = load_row_parallel(w, "model.layers.1.mlp.experts.2.down_proj", s);
+  EXPECT_EQ(gate.format, WeightFormat::Mxfp4);
+  EXPECT_EQ(down.format, WeightFormat::Mxfp4);
+  EXPECT_EQ(source.whole_reads, 0);
+}
+
 }  // namespace
 }  // namespace mx
