@@ -383,20 +383,27 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     std::vector<int> check_tokens;
     for (int t = 0; t < T; ++t)
       if (T <= 40 || t % (T / 32) == 0) check_tokens.push_back(t);
-    std::vector<double> ref(check_tokens.size() * size_t(H), 0.0);
+    // ref4: the W4A4 contract (x and h quantize-dequantized per 32 by the
+    // quantizer that check_quantizer proves bit-exact to the host reference).
+    std::vector<double> ref(check_tokens.size() * size_t(H), 0.0), ref4(ref.size(), 0.0);
     {
       DeviceBuffer<float> gu(2 * I), y(H);
-      DeviceBuffer<uint16_t> h(I);
+      DeviceBuffer<uint16_t> h(I), xq(H);
       std::vector<float> hy;
       for (size_t ci = 0; ci < check_tokens.size(); ++ci) {
         const int t = check_tokens[ci];
+        mxfp4_qdq_activations(x.p + size_t(t) * H, xq.p, 1, H, s);
         for (int k = 0; k < topk; ++k) {
           const int e = ids[size_t(t) * topk + k];
-          reference_linear(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, x.p + size_t(t) * H, 1, gu.p, s);
-          reference_silu_mul(gu.p, I, h.p, s);
-          reference_linear(r2c.p + e * c2, r2s.p + e * s2, H, I, h.p, 1, y.p, s);
-          hy = y.download();
-          for (int n = 0; n < H; ++n) ref[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
+          for (int q = 0; q < 2; ++q) {
+            reference_linear(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, q ? xq.p : x.p + size_t(t) * H, 1, gu.p, s);
+            reference_silu_mul(gu.p, I, h.p, s);
+            if (q) mxfp4_qdq_activations(h.p, h.p, 1, I, s);
+            reference_linear(r2c.p + e * c2, r2s.p + e * s2, H, I, h.p, 1, y.p, s);
+            hy = y.download();
+            std::vector<double>& rq = q ? ref4 : ref;
+            for (int n = 0; n < H; ++n) rq[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
+          }
         }
       }
     }
@@ -408,8 +415,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     struct Variant {
       const char* label;
       int path, down_ks, loads, pdl;
+      bool w4a4 = false;  // MoeWeights::w4a4: checked against ref4
     };
-    std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}};
+    std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
     if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
     if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
     if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
@@ -430,8 +438,11 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       cfg.down_k_slices = v.down_ks;
       cfg.weight_loads = v.loads;
       cfg.pdl = v.pdl;
+      MoeWeights wv = w;
+      wv.w4a4 = v.w4a4;
+      const std::vector<double>& rv = v.w4a4 ? ref4 : ref;
       auto step = [&](int st) {
-        fused_moe_decode(w, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
+        fused_moe_decode(wv, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
                          dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
                          ws.p + ws_bytes * st, s, cfg);
       };
@@ -446,7 +457,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       for (size_t i = 0; i < size_t(T) * H; ++i) nan += std::isnan(got[i]);
       for (size_t ci = 0; ci < check_tokens.size(); ++ci)
         for (int n = 0; n < H; ++n) {
-          const double o = got[size_t(check_tokens[ci]) * H + n], r = ref[ci * H + n];
+          const double o = got[size_t(check_tokens[ci]) * H + n], r = rv[ci * H + n];
           if (std::isnan(o)) continue;
           num += (o - r) * (o - r);
           den += r * r;
@@ -455,7 +466,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       r.kernel = "fused_moe";
       r.shape = "kimi E" + std::to_string(E) + " H7168 I2048 top8";
       r.M = T;
-      r.mode = "W4A16";
+      r.mode = v.w4a4 ? "W4A4" : "W4A16";
       r.us = median_us([&](int i) { step(i % sets); }, iters, s);
       // From 512 tokens the MoE is compute-shaped: the floor is the larger of the
       // byte floor and the FLOPs at the BF16 dense datasheet peak (989 TFLOP/s).

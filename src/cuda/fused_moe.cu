@@ -58,7 +58,7 @@ constexpr int warp_ring_bytes() {
 
 size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
 
-MoeScratch carve(void* ws, int E, int pairs, int I) {
+MoeScratch carve(void* ws, int E, int pairs, int topk, int H, int I) {
   char* p = static_cast<char*>(ws);
   auto take = [&](size_t bytes) {
     char* q = p;
@@ -75,6 +75,7 @@ MoeScratch carve(void* ws, int E, int pairs, int I) {
   s.tile_start = reinterpret_cast<int*>(take(sizeof(int) * tiles));
   s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
   s.h = reinterpret_cast<uint16_t*>(take(2 * size_t(pairs) * I));
+  s.xq = reinterpret_cast<uint16_t*>(take(2 * size_t(pairs / topk) * H));
   s.xp = reinterpret_cast<uint16_t*>(p);
   return s;
 }
@@ -350,6 +351,7 @@ void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const
   launch(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
          gu_smem, stream, false, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
          int64_t(T) * H);
+  quantize_h_for_w4a4(w, s, pairs, stream);
   if (ks == 4)
     launch(down_kernel<4, kBig, kDepth, kDirect>, dim3(unsigned(H / kStripRows), ys),
            kDownWarps * 32, down_smem, stream, pdl, w.w2_codes, w.w2_scales, ids, pairs, E, H, I,
@@ -378,12 +380,19 @@ void launch_decode_loads(const MoeWeights& w, const uint16_t* x, const int* ids,
 
 }  // namespace
 
+void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cudaStream_t stream) {
+  // Rows of pairs whose expert id was dropped are never written by gate_up
+  // nor read by down; quantizing their stale bytes is harmless.
+  if (w.w4a4) mxfp4_qdq_activations(s.h, s.h, pairs, w.intermediate, stream);
+}
+
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) {
   const int pairs = max_tokens * topk;
   const size_t tiles = size_t(moe_max_tiles(pairs, w.experts));
   return align256(sizeof(int) * (w.experts + 1)) + align256(sizeof(int) * pairs) +
          align256(sizeof(int) * w.experts) + 256 + 2 * align256(sizeof(int) * tiles) + 256 +
-         align256(2 * size_t(pairs) * w.intermediate) + 2 * size_t(max_tokens) * w.hidden;
+         align256(2 * size_t(pairs) * w.intermediate) + align256(2 * size_t(max_tokens) * w.hidden) +
+         2 * size_t(max_tokens) * w.hidden;
 }
 
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,
@@ -420,7 +429,11 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   if (config.gate_up_k_slices && config.gate_up_k_slices != kGateUpWarps)
     fail_input("fused_moe_decode: gate_up_k_slices must be {} (8 was measured slower and removed)",
                kGateUpWarps);
-  const MoeScratch s = carve(workspace, E, pairs, I);
+  const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
+  if (w.w4a4) {  // gate_up reads the quantize-dequantized x on every path
+    mxfp4_qdq_activations(x, s.xq, T, H, stream);
+    x = s.xq;
+  }
   if (path != kDirectPath) {
     route_kernel<<<1, kRouteThreads, 0, stream>>>(topk_ids, pairs, E, s,
                                                   path == kPrefillPath || path == kWgmmaPath);

@@ -107,6 +107,7 @@ void launch_down(const MoeWeights& w, int T, int topk, const float* topk_weights
                  const MoeScratch& s, cudaStream_t stream) {
   static PerDeviceOnce smem_attributes;
   smem_attributes([] { allow_tiled_smem(down_tiled_kernel<kBig>); });
+  quantize_h_for_w4a4(w, s, T * topk, stream);  // W4A4: down's input quantized first
   const int H = w.hidden, I = w.intermediate;
   const unsigned tiles = unsigned(moe_max_tiles(T * topk, w.experts));
   down_tiled_kernel<kBig><<<dim3(unsigned(H / dev::kTiledRows), tiles), dev::kTiledThreads,

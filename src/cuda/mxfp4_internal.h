@@ -24,8 +24,14 @@ struct MoeScratch {
   int* tile_start;    // max tiles: its first index into sorted_pairs
   int* num_tiles;     // 1
   uint16_t* h;        // T * topk * I (BF16), row = pair
+  uint16_t* xq;       // T * H (BF16): W4A4's quantize-dequantized x
   uint16_t* xp;       // T * H (BF16): x with K permuted (wgmma prefill path)
 };
+
+// W4A4 (MoeWeights::w4a4): quantize-dequantizes h in place, per 32 along I in
+// natural column order, after gate_up wrote it and before down reads it.
+// Every path calls it between its two GEMM launches; a no-op for W4A16.
+void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cudaStream_t stream);
 
 // Upper bound of the 64-pair tiles the router makes: sum over experts of
 // ceil(count / 64) <= pairs / 64 + experts.

@@ -72,6 +72,11 @@ struct MoeWeights {
   const uint8_t* w2_scales = nullptr;
   int experts = 0, hidden = 0, intermediate = 0;
   bool big_scales = false;
+  // W4A4 (the checkpoint's input_tensors spec, e.g. amd/Kimi-K2.5-MXFP4): both
+  // GEMMs' inputs are quantize-dequantized per 32 along K first, x before
+  // gate_up and h = SiLU(gate) * up (BF16) before down, with the bit-exact
+  // quantizer of mxfp4_qdq_activations. False: W4A16.
+  bool w4a4 = false;
 };
 
 // Bytes of scratch fused_moe_decode needs for up to `max_tokens` tokens.

@@ -61,7 +61,8 @@ constexpr double kBf16Output = 5e-3;
 // BF16 rounding of activations or of an intermediate (2^-9 relative per
 // element) or of dequantized FP8/INT4 weights, accumulated over a GEMM.
 constexpr double kBf16Rounding = 1e-2;
-// W4A4 MoE: BF16 GEMM outputs move some SiLU products across an E2M1
+// W4A4 MoE (fused_moe_decode with MoeWeights::w4a4 on the CUDA side): BF16
+// GEMM outputs move some SiLU products across an E2M1
 // decision boundary before the down projection's activation quantizer; each
 // flip moves an output by a few % (measured 0.002..0.092 over two seeds), so
 // this only catches gross errors. The tight W4A4 check is f32_activations.
@@ -395,7 +396,7 @@ void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu
     h.check("fused_moe", "mxfp4 f32_activations " + s, gpu_ref.fused_moe(gpu_ref.to_device(x), mx, r),
             h.cpu_.fused_moe(x, mx, r), kF32Reduction);
     Tensor g4 = gpu4.to_host(gpu4.fused_moe(gpu4.to_device(x), mx4, r));
-    h.out_.push_back(compare_values("fused_moe", "mxfp4 W4A4 generic " + s, g4.data<float>(),
+    h.out_.push_back(compare_values("fused_moe", "mxfp4 W4A4 " + s, g4.data<float>(),
                                     cpu4.fused_moe(x, mx4, r).data<float>(), g4.numel(), kW4a4Moe));
   }
 }

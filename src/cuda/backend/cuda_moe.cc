@@ -1,11 +1,15 @@
 // CudaOps MoE: routing on the GPU (routing.cu) and fused_moe.
-//  - MXFP4 experts whose shapes fit src/cuda's fused_moe_decode (W4A16, up to
-//    1024 experts, hidden % 256 == 0, intermediate % 64 == 0, no biases): the
+//  - MXFP4 experts whose shapes fit src/cuda's fused_moe_decode (W4A16, or
+//    W4A4 when every expert projection quantizes its input; up to 1024 experts, hidden % 256 == 0, intermediate % 64 == 0, no biases): the
 //    experts are packed once into its MoeWeights layout (gate_up rows
 //    interleaved by 8, host/mxfp4_layout.h) and the whole MoE is three
 //    launches with no host synchronization. x and the SiLU product go through
 //    BF16 (the kernel's inputs); the output is F32.
-//  - Every other case (BF16/FP8/INT4 experts, W4A4 MXFP4, other shapes, and
+//    W4A4: x is quantize-dequantized from F32 (bit-exact to the CPU's
+//    quantizer), h per 32 inside fused_moe_decode (from BF16, as vLLM's
+//    emulation does).
+//  - Every other case (BF16/FP8/INT4 experts, MXFP4 experts of which only some
+//    quantize their inputs, other shapes, and
 //    the f32_activations reference mode): the expert ids are copied to the
 //    host once per call (T * top_k ints, one synchronization) to build the
 //    per-expert token lists; then per used expert, on the device: gather rows,
@@ -90,11 +94,16 @@ const CudaOps::PackedMoe* CudaOps::packed_moe(const std::vector<ExpertWeights>& 
   const int64_t E = int64_t(experts.size()), I = experts.front().gate.out_features,
                 H = experts.front().gate.in_features;
   bool fits = E <= 1024 && H > 0 && I > 0 && H % 256 == 0 && I % 64 == 0;
+  // W4A4 is fused when every projection of every expert quantizes its input
+  // (the checkpoint's spec); a mix takes the generic path.
+  const auto quantized = [&](const ExpertWeights& e) {
+    return mode_ == ActivationMode::W4A4 ? int(e.gate.quantize_input) + e.up.quantize_input + e.down.quantize_input : 0;
+  };
+  const int w4a4 = quantized(experts.front());
   for (const ExpertWeights& e : experts) {
     if (!fits) break;
-    fits = packable_mxfp4(e.gate, I, H) && packable_mxfp4(e.up, I, H) && packable_mxfp4(e.down, H, I);
-    if (mode_ == ActivationMode::W4A4 && (e.gate.quantize_input || e.up.quantize_input || e.down.quantize_input))
-      fits = false;  // the fused kernel has no activation quantizer
+    fits = packable_mxfp4(e.gate, I, H) && packable_mxfp4(e.up, I, H) && packable_mxfp4(e.down, H, I) &&
+           (w4a4 == 0 || w4a4 == 3) && quantized(e) == w4a4;
   }
   if (!fits) {
     moes_.emplace(key, nullptr);
@@ -138,7 +147,7 @@ const CudaOps::PackedMoe* CudaOps::packed_moe(const std::vector<ExpertWeights>& 
   }
   check_cuda(cudaStreamSynchronize(stream_), "fused_moe", "expert packing");
   p->weights = MoeWeights{p->w13_codes.data<uint8_t>(), p->w13_scales.data<uint8_t>(), p->w2_codes.data<uint8_t>(),
-                          p->w2_scales.data<uint8_t>(), int(E), int(H), int(I), big};
+                          p->w2_scales.data<uint8_t>(), int(E), int(H), int(I), big, w4a4 == 3};
   return moes_.emplace(key, std::move(p)).first->second.get();
 }
 
@@ -156,7 +165,10 @@ Tensor CudaOps::fused_moe(const Tensor& x_in, const std::vector<ExpertWeights>& 
   MX_CHECK(x_in.numel() == tokens * w.hidden, "fused_moe: input {} for hidden size {}", x_in.describe(), w.hidden);
   Tensor x = to_device(x_in), ids = to_device(r.expert_ids), weights = to_device(r.weights);
   Tensor xb = fresh(DType::BF16, {tokens, w.hidden});
-  launch_f32_to_bf16(f32(x), x.numel(), reinterpret_cast<uint16_t*>(xb.raw()), stream_);
+  // W4A4: quantized from F32 here so that x's codes equal the CPU's; the
+  // kernel's own quantizer then leaves these values unchanged (idempotent).
+  if (w.w4a4) launch_mxfp4_qdq_f32_to_bf16(f32(x), x.numel(), reinterpret_cast<uint16_t*>(xb.raw()), stream_);
+  else launch_f32_to_bf16(f32(x), x.numel(), reinterpret_cast<uint16_t*>(xb.raw()), stream_);
   check_launch("fused_moe");
   Tensor workspace = fresh(DType::U8, {int64_t(fused_moe_workspace_bytes(w, int(tokens), int(r.top_k)))});
   Tensor out = fresh(DType::F32, {tokens, w.hidden});
