@@ -12,6 +12,8 @@ namespace mx::cli {
 struct BackendFlags {
   bool exact_numerics = false;
   std::string attention_kernel = "auto";
+  std::string mxfp4_gemm_kernel = "auto";
+  std::string moe_kernel = "auto";
   bool profile_ops = false;
 
   void add_to(CLI::App* cmd) {
@@ -23,6 +25,18 @@ struct BackendFlags {
                     "any dims), tensor-core (FlashAttention-style prefill), mla-decode (MLA absorbed decode)")
         ->check(CLI::IsMember({"auto", "generic", "tensor-core", "mla-decode"}))
         ->capture_default_str();
+    cmd->add_option("--mxfp4-gemm-kernel", mxfp4_gemm_kernel,
+                    "with --device cuda: force the MXFP4 dense GEMM kernel wherever it takes the shape (auto elsewhere, "
+                    "warned once per shape): auto, strip, strip-ring, tiled, strip-bulk, strip-batched, "
+                    "strip-batched-tight, wgmma (docs/kernels.md)")
+        ->check(CLI::IsMember({"auto", "strip", "strip-ring", "tiled", "strip-bulk", "strip-batched",
+                               "strip-batched-tight", "wgmma"}))
+        ->capture_default_str();
+    cmd->add_option("--moe-kernel", moe_kernel,
+                    "with --device cuda: force the fused-MoE path wherever it takes the step (auto elsewhere, warned "
+                    "once per size): auto, routed, direct, prefill-tiles, prefill-wgmma, prefill-ws (docs/kernels.md)")
+        ->check(CLI::IsMember({"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}))
+        ->capture_default_str();
     cmd->add_flag("--profile-ops", profile_ops,
                   "time every op of the forward pass on the device's clock (CUDA events on a GPU) and log, at "
                   "exit, a table per kind of step (decode, prefill/mixed) of each op's and each all-reduce's "
@@ -31,6 +45,8 @@ struct BackendFlags {
   void apply(LoadOptions& load) const {
     load.exact_numerics = exact_numerics;
     load.attention_kernel = attention_kernel;
+    load.mxfp4_gemm_kernel = mxfp4_gemm_kernel;
+    load.moe_kernel = moe_kernel;
     load.profile_ops = profile_ops;
   }
 };

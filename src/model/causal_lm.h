@@ -42,6 +42,8 @@ struct LoadOptions {
   int device_index = 0;                                    // which GPU for device = cuda
   bool exact_numerics = false;             // CUDA: the CPU's F32 numerics (ops/backend_registry.h)
   std::string attention_kernel = "auto";   // CUDA attention kernel family (ops/backend_registry.h)
+  std::string mxfp4_gemm_kernel = "auto";  // CUDA: forced MXFP4 GEMM kernel (ops/backend_registry.h)
+  std::string moe_kernel = "auto";         // CUDA: forced fused-MoE path (ops/backend_registry.h)
   // --profile-ops: time every op on the backend's clock and log a per-op
   // table per kind of step when the model is destroyed (ops/profiling_ops.h).
   bool profile_ops = false;

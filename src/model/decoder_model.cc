@@ -19,6 +19,8 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
   backend.device_index = options.device_index;
   backend.exact_numerics = options.exact_numerics;
   backend.attention_kernel = options.attention_kernel;
+  backend.mxfp4_gemm_kernel = options.mxfp4_gemm_kernel;
+  backend.moe_kernel = options.moe_kernel;
   ops_ = make_ops(options.device, backend);
   if (options.profile_ops)
     ops_ = std::make_unique<ProfilingOps>(std::move(ops_), fmt::format("{} rank {}", options.device, options.shard.rank));

@@ -33,6 +33,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cuda/backend/cuda_ops.h"
+#include "cuda/backend/kernel_choice.h"
 #include "cuda/backend/device_memory.h"
 #include "model/causal_lm.h"
 #include "model/greedy.h"
@@ -401,6 +402,39 @@ void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu
   }
 }
 
+// --mxfp4-gemm-kernel / --moe-kernel: each forced kernel through CudaOps on
+// shapes it takes and shapes it refuses (those fall back to auto with a
+// warning), against the CPU. Names from cuda/backend/kernel_choice.h.
+void forced_kernel_cases(Harness& h) {
+  cuda::CudaOpsOptions opt;
+  opt.poison_outputs = true;
+  for (const char* name : {"strip", "strip-ring", "tiled", "strip-bulk", "strip-batched", "strip-batched-tight", "wgmma"}) {
+    opt.mxfp4_gemm_kernel = cuda::parse_mxfp4_gemm_kernel(name);
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 2048, 7168}, {12, 1024, 1024}, {64, 1024, 2048}}) {
+      LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
+      Tensor x = bf16_rounded(random_f32({M, K}));
+      h.check("linear", fmt::format("mxfp4 --mxfp4-gemm-kernel {} M{} N{} K{}", name, M, N, K),
+              gpu.linear(gpu.to_device(x), lw), h.cpu_.linear(x, lw), kBf16Output);
+    }
+  }
+  opt.mxfp4_gemm_kernel = 0;
+  const int64_t E = 16, H = 256, I = 128, k = 4;
+  std::vector<ExpertWeights> mx = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, false);
+  for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
+    opt.moe_path = cuda::parse_moe_kernel(name);
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    for (int64_t T : {int64_t(1), int64_t(40)}) {  // 40 x 4 pairs: above the direct path's 64
+      RoutingParams p;
+      p.top_k = k, p.routed_scaling_factor = 2.5f;
+      MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
+      Tensor x = bf16_rounded(random_f32({T, H}));
+      h.check("fused_moe", fmt::format("mxfp4 --moe-kernel {} T{} E{} k{} H{} I{}", name, T, E, k, H, I),
+              gpu.fused_moe(gpu.to_device(x), mx, r), h.cpu_.fused_moe(x, mx, r), kBf16Rounding);
+    }
+  }
+}
+
 // ---- whole models ----
 
 std::string checkpoint_checksum(const std::filesystem::path& dir) {  // tests/unit/model/model_test_util.cc
@@ -597,6 +631,8 @@ int main(int argc, char** argv) {
       mx::routing_cases(h);
       mx::print(op_results, op_printed, "ops");
       mx::moe_cases(h, gpu_ref, gpu4, *cpu4);
+      mx::print(op_results, op_printed, "ops");
+      mx::forced_kernel_cases(h);
       mx::print(op_results, op_printed, "ops");
     }
     if (models) mx::model_cases(golden, model_results, model_printed);

@@ -13,6 +13,7 @@
 #include <cublas_v2.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
@@ -138,7 +139,7 @@ Tensor CudaOps::linear_on(const Tensor& x, const CachedLinear& cl, const LinearW
   if (cl.kind == CachedLinear::Kind::Mxfp4) {
     Mxfp4DeviceWeight dw{cl.weight.data<uint8_t>(), cl.scales.data<uint8_t>(), N, K, cl.big_scales};
     Tensor yb = fresh(DType::BF16, {M, N});
-    mxfp4_gemm(dw, bf16(xb), int(M), bf16(yb), stream_);
+    run_mxfp4_gemm(dw, bf16(xb), int(M), bf16(yb));
     launch_bf16_to_f32_bias(bf16(yb), bias, M, N, f32(y), stream_);
     check_launch("linear");
     return y;
@@ -185,6 +186,21 @@ Tensor CudaOps::head_matmul(const Tensor& x_in, const Tensor& w_in, bool transpo
                "head_matmul (batched SGEMM)");
   check_launch("head_matmul");
   return y;
+}
+
+void CudaOps::run_mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y) {
+  const RefusedShapes::Key shape{M, w.rows, w.cols};
+  if (options_.mxfp4_gemm_kernel && !refused_gemm_.refused(shape)) {
+    GemmConfig forced;
+    forced.kernel = options_.mxfp4_gemm_kernel;
+    try {
+      return mxfp4_gemm(w, x, M, y, stream_, forced);
+    } catch (const InvalidArgument& e) {  // thrown by the kernel's checks, before it launches
+      if (refused_gemm_.add(shape))
+        log::warn("--mxfp4-gemm-kernel does not take M={} N={} K={} ({}): auto there", M, w.rows, w.cols, e.what());
+    }
+  }
+  mxfp4_gemm(w, x, M, y, stream_);
 }
 
 }  // namespace mx::cuda

@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
@@ -172,8 +173,8 @@ Tensor CudaOps::fused_moe(const Tensor& x_in, const std::vector<ExpertWeights>& 
   check_launch("fused_moe");
   Tensor workspace = fresh(DType::U8, {int64_t(fused_moe_workspace_bytes(w, int(tokens), int(r.top_k)))});
   Tensor out = fresh(DType::F32, {tokens, w.hidden});
-  fused_moe_decode(w, reinterpret_cast<const uint16_t*>(xb.raw()), ids.data<int32_t>(), f32(weights), int(tokens),
-                   int(r.top_k), f32(out), workspace.raw(), stream_);
+  run_fused_moe(w, reinterpret_cast<const uint16_t*>(xb.raw()), ids.data<int32_t>(), f32(weights), int(tokens),
+                int(r.top_k), f32(out), workspace.raw());
   return out;
 }
 
@@ -214,6 +215,24 @@ Tensor CudaOps::fused_moe_generic(const Tensor& x_in, const std::vector<ExpertWe
     check_launch("fused_moe");
   }
   return out;
+}
+
+void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* ids, const float* weights, int T,
+                            int topk, float* out, void* workspace) {
+  const RefusedShapes::Key size{T, topk, w.experts};
+  if (options_.moe_path && !refused_moe_.refused(size)) {
+    MoeConfig forced;
+    forced.path = options_.moe_path;
+    try {
+      // The checks that refuse a path run before any launch that writes
+      // `out`; a refused call reruns whole on the auto path.
+      return fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, forced);
+    } catch (const InvalidArgument& e) {
+      if (refused_moe_.add(size))
+        log::warn("--moe-kernel does not take {} tokens x top-{} ({}): auto there", T, topk, e.what());
+    }
+  }
+  fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_);
 }
 
 }  // namespace mx::cuda

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cuda/backend/cuda_attention.h"
+#include "cuda/backend/kernel_choice.h"
 #include "cuda/backend/step_graphs.h"
 #include "cuda/mxfp4_kernels.h"
 #include "ops/ops.h"
@@ -50,6 +51,10 @@ struct CudaOpsOptions {
   // Forces one attention kernel family (CLI --attention-kernel); Auto picks
   // by shape (docs/cuda-attention.md).
   AttentionKernel attention_kernel = AttentionKernel::Auto;
+  // Forced MXFP4 GemmConfig::kernel / MoeConfig::path (0 = auto), applied
+  // where the kernel takes the shape (kernel_choice.h).
+  int mxfp4_gemm_kernel = 0;
+  int moe_path = 0;
 };
 
 class CudaOps : public Ops {
@@ -152,6 +157,11 @@ class CudaOps : public Ops {
   Tensor linear_on(const Tensor& x, const CachedLinear& cl, const LinearWeight& w);
   MoeRouting route(const Tensor& logits, const Tensor& bias, const RoutingParams& p, bool sigmoid);
   const PackedMoe* packed_moe(const std::vector<ExpertWeights>& experts);
+  // mxfp4_gemm / fused_moe_decode with options_'s forced kernel where it takes
+  // the shape, else auto (kernel_choice.h).
+  void run_mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y);
+  void run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* ids, const float* weights, int T, int topk,
+                     float* out, void* workspace);
   Tensor fused_moe_generic(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r);
 
   // Owners of the stream and the cuBLAS handle, declared first so that they
@@ -178,6 +188,7 @@ class CudaOps : public Ops {
   std::map<std::pair<const uint8_t*, size_t>, CachedWeight> weights_;
   std::map<const uint8_t*, CachedLinear> linears_;
   std::map<const uint8_t*, std::unique_ptr<PackedMoe>> moes_;
+  RefusedShapes refused_gemm_, refused_moe_;
   std::map<std::vector<float>, Tensor> rope_freqs_;
   Tensor cublas_workspace_;  // fixed, so cuBLAS allocates nothing inside a capture
   // Declared after the stream owner: destroyed (recordings, capture) before it.

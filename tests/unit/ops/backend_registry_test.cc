@@ -51,5 +51,16 @@ TEST(BackendRegistry, CpuRefusesACudaAttentionKernelChoice) {
   EXPECT_NE(make_ops("cpu", o), nullptr);
 }
 
+TEST(BackendRegistry, CpuRefusesForcedMxfp4Kernels) {
+  BackendOptions o;
+  o.mxfp4_gemm_kernel = "tiled";
+  EXPECT_THROW(make_ops("cpu", o), InvalidArgument);
+  o.mxfp4_gemm_kernel = "auto";
+  o.moe_kernel = "prefill-tiles";
+  EXPECT_THROW(make_ops("cpu", o), InvalidArgument);
+  o.moe_kernel = "auto";
+  EXPECT_NE(make_ops("cpu", o), nullptr);
+}
+
 }  // namespace
 }  // namespace mx
