@@ -77,6 +77,15 @@ void launch_gather_kv(const KvView& k, const int32_t* block_table, int32_t block
 constexpr int kGenericMaxVDim = 512;
 int64_t generic_workspace_floats(const AttentionArgs& a, int num_splits);
 void launch_generic_attention(const AttentionArgs& a, int num_splits, float* workspace, cudaStream_t stream);
+// Merges the num_splits partial (o, m, l) a split launch left in `workspace`
+// (the layout of generic_workspace_floats) into a.out.
+void launch_attention_combine(const AttentionArgs& a, int num_splits, const float* workspace, cudaStream_t stream);
+
+// Decode-shaped attention on BF16 or FP8 K/V caches with head dim 64 or 128
+// (gqa_decode.cu): lanes over 8-dim row slices, the q-head group sharing each
+// row; same split workspace as the CUDA-core kernel.
+bool gqa_decode_supports(const AttentionArgs& a);
+void launch_gqa_decode(const AttentionArgs& a, int num_splits, float* workspace, cudaStream_t stream);
 
 // Tensor cores (mma.sync m16n8k16 BF16, F32 accumulation): Q, K, V and the
 // softmax weights P rounded to BF16 on their way into the tensor cores. A

@@ -230,7 +230,7 @@ void launch_typed(const AttentionArgs& a, int num_splits, float* ws, cudaStream_
   float* ws_ml = ws ? ws + int64_t(num_splits) * a.tokens * a.q_heads * a.v.dim : nullptr;
   dim3 grid(unsigned(a.tokens), unsigned(a.k.heads * chunks), unsigned(num_splits));
   kernel<<<grid, kThreads, smem, stream>>>(a, num_splits, split_len, ws_o, ws_ml);
-  if (num_splits > 1) combine_kernel<<<dim3(unsigned(a.tokens), unsigned(a.q_heads)), 128, 0, stream>>>(a, num_splits, ws_o, ws_ml);
+  if (num_splits > 1) launch_attention_combine(a, num_splits, ws, stream);
 }
 
 template <KvType T>
@@ -245,6 +245,12 @@ void launch_for_type(const AttentionArgs& a, int num_splits, float* ws, cudaStre
 int64_t generic_workspace_floats(const AttentionArgs& a, int num_splits) {
   if (num_splits <= 1) return 0;
   return int64_t(num_splits) * a.tokens * a.q_heads * (a.v.dim + 2);
+}
+
+void launch_attention_combine(const AttentionArgs& a, int num_splits, const float* workspace, cudaStream_t stream) {
+  const float* ws_o = workspace;
+  const float* ws_ml = workspace + int64_t(num_splits) * a.tokens * a.q_heads * a.v.dim;
+  combine_kernel<<<dim3(unsigned(a.tokens), unsigned(a.q_heads)), 128, 0, stream>>>(a, num_splits, ws_o, ws_ml);
 }
 
 void launch_generic_attention(const AttentionArgs& a, int num_splits, float* workspace, cudaStream_t stream) {

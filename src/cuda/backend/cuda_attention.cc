@@ -309,7 +309,11 @@ void CudaAttention::run(const AttentionArgs& args, bool decode_only, const char*
     splits = int(std::clamp<int64_t>(std::min<int64_t>((target + blocks - 1) / blocks, args.max_context / 256), 1, 64));
   Tensor workspace;
   if (splits > 1) workspace = device_empty(DType::F32, {generic_workspace_floats(args, splits)}, stream_);
-  launch_generic_attention(args, splits, splits > 1 ? workspace.data<float>() : nullptr, stream_);
+  float* ws = splits > 1 ? workspace.data<float>() : nullptr;
+  // BF16/FP8 caches with head dims 64/128: the row-slice decode kernel
+  // (docs/cuda-attention.md); --attention-kernel generic keeps the CUDA-core one.
+  if (kernel_ == AttentionKernel::Auto && gqa_decode_supports(args)) launch_gqa_decode(args, splits, ws, stream_);
+  else launch_generic_attention(args, splits, ws, stream_);
   check_launch(op);
 }
 
