@@ -9,8 +9,8 @@
 // copy bandwidth measured at the start of the same run.
 //
 // Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--json FILE] [--seed N]
-// --moe-prefill: only the copy bandwidth and the fused MoE at 512 and 8192
-// tokens (the prefill paths; one call well under a minute); --moe-tokens T:
+// --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
+// 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
 // --decode: only the copy bandwidth, the two dense decode shapes at M = 1 and 8
 // (W4A16), the big-scale path at M = 1, and the fused MoE at 1, 2 and 8
@@ -429,9 +429,10 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T <= 8) variants.push_back({"direct, batched <= 64 regs, PDL", 2, 0, 5, 1});
     if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
     if (T == 40) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
-    if (T == 512) variants.push_back({"routed, registers", 1, 0, 1, 2});
+    if (T == 512 || T == 2048) variants.push_back({"routed, registers", 1, 0, 1, 2});
     if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
     if (T >= 512) variants.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
+    if (T >= 512) variants.push_back({"prefill on wgmma, warp-specialized", 5, 0, 0, 0});
     for (const Variant& v : variants) {
       MoeConfig cfg;
       cfg.path = v.path;
@@ -480,7 +481,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
                (T > 40 ? ", err on 32 tokens" : "");
       emit(r);
       // Graph rows for auto and the bulk variants.
-      if (!((v.path == 0 && v.pdl == 0) || v.loads >= 3) || T >= 512) continue;
+      // Prefill sizes: the warp-specialized path only (its host-side tensor maps
+      // must be captured by value).
+      if (T >= 512 ? v.path != 5 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3)) continue;
       // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
       cudaGraph_t graph;
       cudaGraphExec_t exec;
@@ -493,7 +496,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       cudaGraphDestroy(graph);
       Row g = r;
       g.us = graph_us;
-      g.note = std::string(v.label) + ", CUDA graph, mean of 8 steps";
+      g.note = std::string(v.label) + ", CUDA graph, mean of " + std::to_string(sets) + " steps";
       emit(g);
     }
   }
@@ -532,7 +535,7 @@ void profile_run(cudaStream_t s) {
 
 int main(int argc, char** argv) {
   bool quick = false, profile = false, moe_prefill = false;
-  std::vector<int> moe_tokens = {512, 8192};
+  std::vector<int> moe_tokens = {512, 2048, 8192};
   const char* json = nullptr;
   g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
            std::random_device{}();

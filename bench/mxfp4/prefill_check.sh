@@ -8,7 +8,7 @@ set -uo pipefail
 bench=$1 peers=$2 out=$3
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
-"$bench" --moe-prefill --json "$out/bench.jsonl" 2>&1 | tee "$out/bench.log" || echo "BENCH FAILED"
+timeout 240 "$bench" --moe-prefill --json "$out/bench.jsonl" 2>&1 | tee "$out/bench.log" || echo "BENCH FAILED"
 PYTHONUNBUFFERED=1 python3 bench/mxfp4/peers_run.py --peers "$peers" --moe-tokens 8192 \
   --json "$out/peers.jsonl" 2>&1 | tee "$out/peers.log" || echo "peers failed"
 python3 bench/mxfp4/report.py "$out/bench.jsonl" "$out/peers.jsonl" | tee "$out/table.md"

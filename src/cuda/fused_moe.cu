@@ -320,24 +320,25 @@ void launch(void (*kernel)(KArgs...), dim3 grid, int threads, int smem, cudaStre
 }
 
 // MoeConfig::path values.
-enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4 };
+enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4,
+               kWsPath = 5 };
 
 // Auto rule (docs/kernels.md, measured on H200, run 9): <= 16 pairs (Kimi: 1-2
 // tokens) the direct path with programmatic dependent launch (70.0 vs 74.0 us
 // routed at 1 token, 125.1 vs 129.8 at 2; equal or slightly slower from 8
 // tokens); an average of >= 32 pairs per expert (Kimi: >= 1536 tokens) the
-// prefill tiles (at 512 tokens the routed kernels were faster: 5.29 vs 6.36 ms;
-// at 8192 the tiles ran 265 TFLOP/s; the crossover between was not measured);
-// from >= 170 pairs per expert (Kimi: 8160 tokens; measured at 8192: 21.09 vs
-// 22.29 ms, bench/mxfp4/results-prefill-2026-11-30.md) the wgmma path with
-// wide pair tiles; else the routed decode kernels.
-// Shapes the prefill tiles cannot take (2I % 128 != 0) stay on the routed path.
+// warp-specialized wgmma path, 5 (bench/mxfp4/results-prefill-2026-11-30-ws.md,
+// one call: 15.74 vs 22.16 ms for the mma.sync tiles and 21.17 for the wide
+// tiles at 8192 tokens; 6.51 vs 7.07 / 8.59, routed 18.29, at 2048; at 512
+// 6.27 vs 6.35 / 6.85, where the routed kernels, 5.46, are faster); else the
+// routed decode kernels. Paths 3 and 4 are no longer picked.
+// Shapes the warp-specialized path cannot take (2I or H not a multiple of
+// 256) stay on the routed path.
 constexpr int kDirectAutoPairs = 16;
-int choose_path(int pairs, int E, int I) {
+int choose_path(int pairs, int E, int H, int I) {
   if (pairs <= kDirectAutoPairs) return kDirectPath;
-  if ((2 * I) % 128) return kRouted;
-  if (pairs >= 170 * E) return kWgmmaPath;
-  return pairs >= 32 * E ? kPrefillPath : kRouted;
+  if ((2 * I) % 256 || H % 256) return kRouted;
+  return pairs >= 32 * E ? kWsPath : kRouted;
 }
 
 template <bool kBig, int kDepth, bool kDirect>
@@ -392,7 +393,7 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) 
   return align256(sizeof(int) * (w.experts + 1)) + align256(sizeof(int) * pairs) +
          align256(sizeof(int) * w.experts) + 256 + 2 * align256(sizeof(int) * tiles) + 256 +
          align256(2 * size_t(pairs) * w.intermediate) + align256(2 * size_t(max_tokens) * w.hidden) +
-         2 * size_t(max_tokens) * w.hidden;
+         2 * size_t(pairs) * w.hidden;  // xp: the warp-specialized path gathers x per pair
 }
 
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,
@@ -405,9 +406,9 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: H={} must be a multiple of 128 and I={} of 64", H, I);
   if (T <= 0 || topk <= 0) return;
   const int pairs = T * topk;
-  const int path = config.path ? config.path : choose_path(pairs, E, I);
-  if (path < kRouted || path > kWgmmaPath)
-    fail_input("fused_moe_decode: path must be 1..4, got {}", path);
+  const int path = config.path ? config.path : choose_path(pairs, E, H, I);
+  if (path < kRouted || path > kWsPath)
+    fail_input("fused_moe_decode: path must be 1..5, got {}", path);
   if (path == kDirectPath && pairs > kDirectMaxPairs)
     fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
   if (path == kPrefillPath && (2 * I) % 128)
@@ -436,10 +437,11 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   }
   if (path != kDirectPath) {
     route_kernel<<<1, kRouteThreads, 0, stream>>>(topk_ids, pairs, E, s,
-                                                  path == kPrefillPath || path == kWgmmaPath);
+                                                  path == kPrefillPath || path == kWgmmaPath || path == kWsPath);
     MX_CUDA_CHECK(cudaGetLastError());
   }
   if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);
+  if (path == kWsPath) return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream);
   if (path == kWgmmaPath)
     return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
   auto run = [&](auto big) {

@@ -50,4 +50,13 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
                               const float* topk_weights, float* out, const MoeScratch& s,
                               cudaStream_t stream);
 
+// Prefill path on wgmma, warp-specialized and persistent (fused_moe_ws.cu,
+// MoeConfig::path 5): gathers x into xp in pair order (T * topk * H BF16),
+// then gate_up and down with A (weights) from registers and B from shared
+// memory through bulk tensor copies. W4A4 with BF16 MMAs goes to
+// launch_moe_prefill_wgmma (h in natural column order).
+void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
+                           const float* topk_weights, float* out, const MoeScratch& s,
+                           cudaStream_t stream);
+
 }  // namespace mx::cuda

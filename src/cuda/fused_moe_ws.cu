@@ -1,0 +1,489 @@
+// Prefill path of the fused MoE on Hopper, warp-specialized and persistent
+// (wgmma, sm_90a). Work item = 256 weight rows x one tile of up to 128 pairs
+// of one expert; a CTA (one per SM, persistent) loops over the items.
+//   * Pair-sorted activations. gather_pairs_kernel writes x once per call in
+//     the pair order of the tile map (row i = x[sorted_pairs[i] / topk]) and
+//     in wgmma's no-swizzle K-major layout: [K tile][8-wide K chunk][row][8],
+//     K permuted inside each 64-tile as the weight layout wants
+//     (mma_logical_col). A tile's B for one K tile is then one 2-D box (8
+//     chunks x up to 128 rows of 16 bytes). gate_up writes h in the same
+//     layout, so down's B is one box too.
+//   * Copies: thread 0, between its own MMAs, runs a cursor over the CTA's
+//     (item, K tile) sequence kStages - 2 tiles ahead. A stage of the
+//     mbarrier ring = three bulk tensor copies (TMA): B, the 16 strips' code
+//     tiles (16 x 512 bytes) and their scale tiles (16 x 32 bytes),
+//     completing on the stage's `full` barrier. The cursor runs across
+//     items, so one item's epilogue overlaps the next one's loads.
+//   * MMAs: 2 warpgroups, each 128 rows = 2 x m64. Each warp dequantizes
+//     its 2 strips' A fragments in registers (the mma.m16n8k16 A layout is
+//     wgmma's RS A layout per warp) and issues wgmma m64n{64,128}k16 from
+//     registers x shared-memory B. A stage is given back (`empty` barrier,
+//     one arrival per warp) when the MMAs that read it have retired. No
+//     CTA-wide barrier in the K loop.
+//   * Epilogues: gate_up writes h = SiLU(gate) * up through a per-warpgroup
+//     staging area (16 KB) so that the global stores are whole 16-byte rows
+//     of the chunk layout; down adds weight * y into out with FP32 atomics.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/per_device_once.h"
+#include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_internal.h"
+#include "cuda/wgmma_rs.cuh"
+
+namespace mx::cuda {
+
+namespace {
+
+constexpr int kTilePairs = 128;                      // B columns per item
+constexpr int kItemStrips = 16;                      // weight strips per item
+constexpr int kItemRows = kItemStrips * kStripRows;  // 256
+// Two warpgroups; warp 0 also issues the copies. A separate producer warp
+// (or warpgroup with setmaxnreg) puts 3 warps on a sub-partition, so ptxas
+// compiles against 168 registers, and with 128 accumulators + 2 x 32 A
+// registers it serialized every wgmma (warning C7512).
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = kConsumerWarps * 32;
+constexpr int kStages = 7;
+constexpr int kAhead = kStages - 2;  // tiles issued ahead of the one being consumed
+constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
+constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384
+constexpr int kCodeStage = kItemStrips * kTileCodeBytes;    // 8192
+constexpr int kScaleStage = kItemStrips * kTileScaleBytes;  // 512
+constexpr int kStageBytes = kActStage + kCodeStage + kScaleStage;  // 25088
+constexpr int kStagingBytes = 8 * kChunkBytes;  // gate_up epilogue, per consumer warpgroup
+constexpr int kMapThreads = 1024;
+
+constexpr int smem_bytes(bool gate_up) {
+  return kStages * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) + 2 * kStages * 8;
+}
+static_assert(smem_bytes(true) <= 227 * 1024, "shared memory of one SM exceeded");
+
+// Rewrites the tile map into tiles of up to kTilePairs pairs of one expert
+// from the per-expert offsets (one CTA; E <= kMapThreads, as the router).
+__global__ void __launch_bounds__(kMapThreads) ws_tile_map_kernel(MoeScratch s, int E) {
+  __shared__ int warp_sums[kMapThreads / 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int count = tid < E ? s.offsets[tid + 1] - s.offsets[tid] : 0;
+  const int n = (count + kTilePairs - 1) / kTilePairs;
+  int incl = n;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += v;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int v = warp_sums[lane];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, v, d);
+      if (lane >= d) v += u;
+    }
+    warp_sums[lane] = v;
+  }
+  __syncthreads();
+  const int end = incl + (warp > 0 ? warp_sums[warp - 1] : 0);
+  for (int j = 0; j < n; ++j) {
+    s.tile_expert[end - n + j] = tid;
+    s.tile_start[end - n + j] = s.offsets[tid] + kTilePairs * j;
+  }
+  if (tid == kMapThreads - 1) *s.num_tiles = end;
+}
+
+// xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
+// x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
+// in, the 32 words put in MMA order in registers, 8 x 16 bytes out; a warp
+// is 32 consecutive rows, so each chunk store is 512 contiguous bytes.
+__global__ void __launch_bounds__(256) gather_pairs_kernel(const uint16_t* __restrict__ x,
+                                                           uint4* __restrict__ xs, MoeScratch s,
+                                                           int E, int H, int topk, int R) {
+  const int i = blockIdx.x * 32 + (threadIdx.x & 31);
+  const int j = blockIdx.y * 8 + (threadIdx.x >> 5);
+  if (i >= s.offsets[E] || j >= H / kTileK) return;
+  const int token = s.sorted_pairs[i] / topk;
+  const uint4* src = reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK);
+  uint32_t in[32], out[32];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uint4 v = src[q];
+    in[4 * q] = v.x, in[4 * q + 1] = v.y, in[4 * q + 2] = v.z, in[4 * q + 3] = v.w;
+  }
+  // Word r holds real columns 2r, 2r + 1: t = r / 8, k16 step (r / 2) % 4,
+  // pair index r % 2 -> logical word 8 kk + t + 4 (r % 2) (mma_logical_col / 2).
+#pragma unroll
+  for (int r = 0; r < 32; ++r) out[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)] = in[r];
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    xs[(size_t(j) * 8 + c) * R + i] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void sts16(uint32_t a, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory");
+}
+
+// K-major, no swizzle: core matrices 8 rows x 16 bytes; leading (K) byte
+// offset = the chunk stride (a box of 64 rows packs chunks at 1 KB, of 128
+// rows at 2 KB), stride (N) byte offset 128 (8 rows).
+template <int NB>
+__device__ __forceinline__ uint64_t b_desc(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(NB * kChunkBytes / 2 >> 4) << 16) |
+         (uint64_t(128 >> 4) << 32);
+}
+
+// Tensor maps (cuTensorMapEncodeTiled, 8-byte elements so that one box row
+// can be 2 KB): a stage is three bulk tensor copies issued by one thread.
+struct Params {
+  CUtensorMap codes;   // [strips of all experts][K / 64 x 512 bytes], box 16 strips x 512 B
+  CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box 16 x 32 B
+  CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
+  CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
+  int N, K, R, topk;
+  MoeScratch s;
+  uint4* h;              // gate_up: output in the chunk layout, [I / 64][8][R]
+  float* out;            // gate_up zeroes it, down accumulates into it ([T, H])
+  int64_t out_vec4;      // gate_up: float4s of out to zero
+  const float* weights;  // down: routing weight per pair
+};
+
+struct Item {
+  int expert, start, count, rb;
+};
+
+__device__ __forceinline__ Item item_at(const MoeScratch& s, int item, int row_blocks) {
+  Item it;
+  const int tile = item / row_blocks;
+  it.rb = item - tile * row_blocks;
+  it.expert = s.tile_expert[tile];
+  it.start = s.tile_start[tile];
+  it.count = min(kTilePairs, s.offsets[it.expert + 1] - it.start);
+  return it;
+}
+
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int c0, int c1,
+                                       uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// The copy side of the ring, run by thread 0 between its own MMAs: a cursor
+// over the CTA's (item, K tile) sequence.
+struct Producer {
+  int item, j, st, strip0, start, small;
+  uint32_t phase;
+
+  __device__ __forceinline__ void start_item(const Params& p, int row_blocks) {
+    const Item it = item_at(p.s, item, row_blocks);
+    strip0 = it.expert * (p.N / kStripRows) + it.rb * kItemStrips;
+    start = it.start;
+    small = it.count <= 64;
+  }
+
+  __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
+    item = blockIdx.x, j = 0, st = 0, phase = 0;
+    if (item < items) start_item(p, row_blocks);
+  }
+
+  // Copies the next K tile into its stage once every consumer warp gave the
+  // stage back; nothing once the CTA's items are all issued.
+  __device__ __forceinline__ void issue(const Params& p, uint32_t base, uint32_t bars, int items,
+                                        int row_blocks) {
+    if (item >= items) return;
+    const uint32_t full = bars + 8 * st;
+    mbar_wait_parity(bars + 8 * (kStages + st), phase ^ 1);
+    dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
+    const uint32_t sb = base + st * kStageBytes;
+    tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
+    tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
+    tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
+    if (++st == kStages) st = 0, phase ^= 1;
+    if (++j == p.K / kTileK) {
+      j = 0;
+      item += gridDim.x;
+      if (item < items) start_item(p, row_blocks);
+    }
+  }
+};
+
+__device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[kk][r])::"memory");
+}
+
+// K loop of one item for one consumer warp: acc[m] (first 32 NB floats) +=
+// strip (wg * 8 + m * 4 + warp) x B's first 64 NB rows. Per K tile two wgmma
+// groups (m = 0, 1), each dequantized while the previous group runs
+// (wait_group 1), so the A fragments take 2 x 16 registers. (A whole tile
+// double-buffered, 64 registers, left 255 registers with spills in the loop:
+// 89 M local-memory requests per gate_up call, 21.5 ms.)
+template <int NB, bool kBig>
+__device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uint32_t bars, int wg,
+                                             int items, int row_blocks, int& st, uint32_t& phase,
+                                             Producer& prod, float (&acc)[2][64]) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  const int KT = p.K / kTileK;
+  uint32_t a[2][4][4];
+  int prev = -1;
+  for (int j = 0; j < KT; ++j) {
+    mbar_wait_parity(bars + 8 * st, phase);
+    const uint32_t sb = base + st * kStageBytes;
+    uint4 wv[2];
+    uint32_t sc[2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int strip = wg * 8 + m * 4 + w;
+      wv[m] = dev::lds128(sb + kActStage + strip * kTileCodeBytes + lane * 16);
+      sc[m] = dev::lds_u16(sb + kActStage + kCodeStage + strip * kTileScaleBytes + (t >> 1) * 16 + 2 * g);
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      // a[m] was last read by group (tile j - 1, m), retired by the last wait.
+      const dev::ScaleMul mul = dev::scale_multipliers<kBig>(sc[m]);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) dev::dequant_fragment<kBig>(dev::word_of(wv[m], kk), mul, a[m][kk]);
+      dev::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        dev::wgmma_rs_bf16<NB>(acc[m], a[m][kk], b_desc<NB>(sb + kk * NB * kChunkBytes));
+      dev::wgmma_commit();
+      dev::wgmma_wait<1>();
+      keep_registers(a[m ^ 1]);  // read by the group that just retired
+      if (m == 0) {
+        // Group (j - 1, 1) retired too: tile j - 1's stage is free.
+        if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kStages + prev));
+        if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
+      }
+    }
+    prev = st;
+    if (++st == kStages) st = 0, phase ^= 1;
+  }
+  dev::wgmma_wait<0>();
+  dev::fence_accumulators(acc[0]);
+  dev::fence_accumulators(acc[1]);
+  keep_registers(a[1]);
+  if (lane == 0) mbar_arrive(bars + 8 * (kStages + prev));
+}
+
+// gate_up epilogue of one consumer warpgroup: its 8 strips are the 64 h
+// columns of h's K tile 2 rb + wg. h = SiLU(gate) * up goes to the staging
+// area in the chunk layout, then out as whole 16-byte rows.
+__device__ __forceinline__ void store_h(const Params& p, const Item& it, int wg, uint32_t staging,
+                                        const float (&acc)[2][64]) {
+  const int tid = threadIdx.x & 127, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
+  named_barrier(1 + wg, 128);  // the previous item's copy-out has read the staging area
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int lc = mma_logical_col((m * 4 + w) * 8 + g);
+    const uint32_t col = staging + (lc >> 3) * kChunkBytes + (lc & 7) * 2;
+#pragma unroll
+    for (int nb = 0; nb < kTilePairs / 8; ++nb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float gate = acc[m][4 * nb + j], up = acc[m][4 * nb + 2 + j];
+        const float silu = gate / (1.f + __expf(-gate));
+        sts16(col + (nb * 8 + 2 * t + j) * 16, dev::float_to_bf16_bits(silu * up));
+      }
+  }
+  named_barrier(1 + wg, 128);
+  const size_t jh = size_t(it.rb) * 2 + wg;
+  for (int q = tid; q < 8 * it.count; q += 128) {
+    const int c = q / it.count, n = q - c * it.count;
+    p.h[(jh * 8 + c) * p.R + it.start + n] = dev::lds128(staging + c * kChunkBytes + n * 16);
+  }
+}
+
+// down epilogue: out[token, row] += weight * y, FP32 atomics.
+__device__ __forceinline__ void add_out(const Params& p, const Item& it, int wg,
+                                        const float (&acc)[2][64]) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  const int H = p.N;
+#pragma unroll
+  for (int nb = 0; nb < kTilePairs / 8; ++nb)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int n = nb * 8 + 2 * t + j;
+      if (n >= it.count) continue;
+      const int pair = p.s.sorted_pairs[it.start + n];
+      const float wt = p.weights[pair];
+      float* o = p.out + size_t(pair / p.topk) * H + (it.rb * kItemStrips + wg * 8 + w) * kStripRows + g;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        atomicAdd(o + m * 4 * kStripRows, wt * acc[m][4 * nb + j]);
+        atomicAdd(o + m * 4 * kStripRows + 8, wt * acc[m][4 * nb + 2 + j]);
+      }
+    }
+}
+
+template <bool kGateUp, bool kBig>
+__global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const uint32_t base = dev::smem_addr(smem);
+  const uint32_t staging = base + kStages * kStageBytes;
+  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0);
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kStages; ++st) {
+      dev::mbar_init(bars + 8 * st, 1);
+      dev::mbar_init(bars + 8 * (kStages + st), kConsumerWarps);
+    }
+    dev::fence_mbar_init();
+  }
+  if constexpr (kGateUp) {  // zero out for down's atomics (stream order makes it safe)
+    float4* o = reinterpret_cast<float4*>(p.out);
+    const int64_t stride = int64_t(gridDim.x) * kThreads;
+    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.out_vec4; i += stride)
+      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  __syncthreads();
+  const int row_blocks = p.N / kItemRows;
+  const int items = *p.s.num_tiles * row_blocks;
+  const int c = threadIdx.x >> 7;
+  Producer prod;
+  if (threadIdx.x == 0) {
+    prod.init(p, items, row_blocks);
+    for (int i = 0; i < kAhead; ++i) prod.issue(p, base, bars, items, row_blocks);
+  }
+  int st = 0;
+  uint32_t phase = 0;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const Item it = item_at(p.s, item, row_blocks);
+    float acc[2][64];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[m][i] = 0.f;
+    if (it.count > 64) consume_item<2, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, acc);
+    else consume_item<1, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, acc);
+    if constexpr (kGateUp) store_h(p, it, c, staging + c * kStagingBytes, acc);
+    else add_out(p, it, c, acc);
+  }
+}
+
+int sm_count() {
+  int dev = 0, count = 0;
+  MX_CUDA_CHECK(cudaGetDevice(&dev));
+  MX_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+  return count;
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (nothing
+// new to link); looked up once per process.
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    MX_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                   cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || !f)
+      fail_input("fused_moe_decode: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2-D map of 8-byte elements: `rows` rows of `row_bytes`, box of
+// box_cols elements x box_rows rows; out-of-range rows read as zeros.
+CUtensorMap map_2d(const void* ptr, uint64_t row_bytes, uint64_t rows, uint32_t box_cols,
+                   uint32_t box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {row_bytes / 8, rows};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<void*>(ptr), dims,
+                                 strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    fail_input("fused_moe_decode: cuTensorMapEncodeTiled failed ({}) for {} rows of {} bytes", int(r),
+               rows, row_bytes);
+  return map;
+}
+
+// Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] and B
+// [K / 64 * 8 chunks][R rows x 16 bytes].
+void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int experts, const void* act) {
+  const int KT = p.K / kTileK;
+  const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
+  p.codes = map_2d(codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
+  p.scales = map_2d(scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
+  p.act128 = map_2d(act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * kTilePairs, 8);
+  p.act64 = map_2d(act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
+}
+
+template <bool kGateUp, bool kBig>
+void launch_ws(const Params& p, cudaStream_t stream) {
+  static PerDeviceOnce smem_attributes;
+  smem_attributes([] {
+    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kGateUp)));
+  });
+  moe_ws_kernel<kGateUp, kBig><<<unsigned(sm_count()), kThreads, smem_bytes(kGateUp), stream>>>(p);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
+                           const float* topk_weights, float* out, const MoeScratch& s,
+                           cudaStream_t stream) {
+  // W4A4 with BF16 MMAs quantizes h in natural column order between the
+  // GEMMs (quantize_h_for_w4a4); this path writes h in its chunk layout.
+  if (w.w4a4) return launch_moe_prefill_wgmma(w, x, xp, T, topk, topk_weights, out, s, stream);
+  const int E = w.experts, H = w.hidden, I = w.intermediate;
+  if ((2 * I) % kItemRows || H % kItemRows)
+    fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
+  if (E > kMapThreads)
+    fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", kMapThreads);
+  const int R = T * topk;
+  ws_tile_map_kernel<<<1, kMapThreads, 0, stream>>>(s, E);
+  MX_CUDA_CHECK(cudaGetLastError());
+  uint4* xs = reinterpret_cast<uint4*>(xp);
+  gather_pairs_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((H / kTileK + 7) / 8)), 256, 0, stream>>>(
+      x, xs, s, E, H, topk, R);
+  MX_CUDA_CHECK(cudaGetLastError());
+  Params p{};
+  p.N = 2 * I;
+  p.K = H;
+  p.R = R;
+  p.topk = topk;
+  p.s = s;
+  p.h = reinterpret_cast<uint4*>(s.h);
+  p.out = out;
+  p.out_vec4 = int64_t(T) * H / 4;
+  p.weights = topk_weights;
+  set_maps(p, w.w13_codes, w.w13_scales, E, xs);
+  if (w.big_scales) launch_ws<true, true>(p, stream);
+  else launch_ws<true, false>(p, stream);
+  p.N = H;
+  p.K = I;
+  set_maps(p, w.w2_codes, w.w2_scales, E, s.h);
+  if (w.big_scales) launch_ws<false, true>(p, stream);
+  else launch_ws<false, false>(p, stream);
+}
+
+}  // namespace mx::cuda
