@@ -8,13 +8,16 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--dense] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
 // --decode: only the copy bandwidth, the two dense decode shapes at M = 1 and 8
 // (W4A16), the big-scale path at M = 1, and the fused MoE at 1, 2 and 8
 // tokens, each with the decode kernel variants beside auto.
+// --dense: only the copy bandwidth and the dense shapes at M = 16, 32 and 64
+// (W4A16; expert shapes and the big-scale path at 16 and 64): the previous
+// kernel for each M and the wgmma kernel (kernel 7) with 1..8 K splits beside auto.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -78,6 +81,7 @@ struct Row {  // one result line
 std::vector<Row> g_rows;
 std::FILE* g_json = nullptr;
 bool g_decode = false;  // --decode
+bool g_dense = false;   // --dense
 
 void emit(const Row& r) {
   g_rows.push_back(r);
@@ -253,7 +257,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
     DeviceBuffer<uint16_t> x(size_t(M) * K), xq(size_t(M) * K), y(size_t(M) * N);
     DeviceBuffer<float> ref(size_t(M) * N);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    const std::vector<const char*> modes = g_decode ? std::vector<const char*>{"W4A16"}
+    const std::vector<const char*> modes = g_decode || g_dense ? std::vector<const char*>{"W4A16"}
                                                     : std::vector<const char*>{"W4A16", "W4A4"};
     for (const char* mode : modes) {
       const bool a4 = mode[3] == '4';
@@ -264,22 +268,29 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       // kernel with register loads (the first version), 2 = strip kernel with
       // the cp.async ring, 3 = tiled tensor-core kernel, 4 = strip kernel with
       // the bulk-copy ring (k_slices 4, K split over a cluster of 1 or 2 CTAs),
-      // 5 = strip kernel 1 with each batch's loads issued first.
+      // 5 = strip kernel 1 with each batch's loads issued first, 7 = wgmma
+      // kernel (kparam = K splits, 0 = auto).
       struct GemmVariant {
         int kernel, kparam, cluster;
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
-      if (!a4 && !big_scales) {
+      if (g_dense) {
+        // --dense: the previous kernels of this token range beside the wgmma kernel.
+        if (!big_scales) variants.push_back({M > 32 ? 3 : 1, 0, 0});
+        if (!big_scales && M > 32) variants.push_back({1, 4, 0});
+        for (int splits : {0, 1, 2, 4, 8})
+          if (!big_scales || splits == 0) variants.push_back({7, splits, 0});
+      } else if (!a4 && !big_scales) {
         if (M <= 16 && !g_decode) variants.insert(variants.end(), {{1, 16, 0}, {2, 0, 0}});
         else if (M <= 16) variants.push_back({1, 0, 0});
         else if (M > 16) variants.insert(variants.end(), {{1, 4, 0}, {3, 0, 0}, {3, 1, 0}, {3, 4, 0}});
       }
-      if (!a4 && M <= 16) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
+      if (!a4 && M <= 16 && !g_dense) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
       for (auto [kernel, kparam, cluster] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
-        if (kernel == 3) cfg.k_splits = kparam;
+        if (kernel == 3 || kernel == 7) cfg.k_splits = kparam;
         else cfg.k_slices = kparam;
         if (kernel == 4) cfg.k_splits = cluster;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
@@ -309,6 +320,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (kernel == 5 || kernel == 6)
           r.note = std::string(kernel == 5 ? "batched registers" : "batched registers <= 64 regs") +
                    (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
+        else if (kernel == 7) r.note = "wgmma" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
@@ -531,6 +543,34 @@ void profile_run(cudaStream_t s) {
   }
 }
 
+// --profile --dense: 36864 x 7168 at M = 16 and 64, two launches each of the
+// wgmma kernel (kernel 7, auto splits) and the previous kernel for that M
+// (strip kernel 1 at 16, tiled kernel 3 at 64), for
+// `ncu --clock-control none -k regex:dense`.
+void profile_dense_run(cudaStream_t s) {
+  const int N = 36864, K = 7168;
+  DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
+  fill_random_bytes(c.p, c.n, next_seed(), s);
+  fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
+  pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
+  Mxfp4DeviceWeight w;
+  w.codes = pc.p;
+  w.scales = ps.p;
+  w.rows = N;
+  w.cols = K;
+  for (int M : {16, 64}) {
+    DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    for (int kernel : {7, M > 32 ? 3 : 1}) {
+      GemmConfig cfg;
+      cfg.kernel = kernel;
+      for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
+      CK(cudaStreamSynchronize(s));
+      std::printf("profile: %dx%d M=%d kernel %d launched twice\n", N, K, M, kernel);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -545,10 +585,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--moe-prefill")) moe_prefill = true;
     else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
     else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
+    else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--dense] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -561,12 +602,19 @@ int main(int argc, char** argv) {
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (profile) {
-      profile_run(s);
+      if (g_dense) profile_dense_run(s);
+      else profile_run(s);
       return 0;
     }
     measure_copy(s);
     if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
+    } else if (g_dense) {
+      bench_dense({"dense_gate_up", 36864, 7168}, {16, 32, 64}, s, false);
+      bench_dense({"dense_down", 7168, 18432}, {16, 32, 64}, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, false);
+      bench_dense({"expert_down", 7168, 2048}, {16, 64}, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, true);
     } else if (g_decode) {
       bench_dense({"dense_gate_up", 36864, 7168}, {1, 8}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {1, 8}, s, false);

@@ -11,6 +11,7 @@ ap.add_argument("--json", required=True)
 ap.add_argument("--quick", action="store_true")
 ap.add_argument("--moe-tokens", type=int, nargs="+", help="only the MoE step at these token counts")
 ap.add_argument("--decode", action="store_true", help="the rows of mxfp4_bench --decode only")
+ap.add_argument("--dense", action="store_true", help="the dense rows of mxfp4_bench --dense only (no MoE)")
 args = ap.parse_args()
 
 spec = importlib.util.spec_from_file_location("mxfp4_peers", args.peers)
@@ -27,8 +28,10 @@ def emit(**r):
 torch.manual_seed(0)
 shapes = [("dense_gate_up", 36864, 7168), ("dense_down", 7168, 18432),
           ("expert_gate_up", 4096, 7168), ("expert_down", 7168, 2048)]
-Ms = [1, 8] if args.decode else [1, 64] if args.quick else [1, 8, 32, 64]
-if args.decode:
+Ms = [1, 8] if args.decode else [16, 32, 64] if args.dense else [1, 64] if args.quick else [1, 8, 32, 64]
+if args.dense:
+    dense_too = True
+elif args.decode:
     shapes = shapes[:2]
     args.moe_tokens = args.moe_tokens or [1, 2, 8]
     dense_too = True
@@ -47,6 +50,8 @@ for name, N, K in (shapes if dense_too else []):
              cublas_bf16_us=round(t_cub * 1e3, 2), triton_rel_err=round(err, 5))
     del codes, scales, w
 
+if args.dense:
+    sys.exit(0)
 E, H, I, topk = 384, 7168, 2048, 8
 w13 = torch.randn(E, H, 2 * I, dtype=torch.bfloat16, device="cuda") * 0.02
 w2 = torch.randn(E, I, H, dtype=torch.bfloat16, device="cuda") * 0.02

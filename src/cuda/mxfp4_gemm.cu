@@ -11,6 +11,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_gemm_wgmma.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
 
@@ -286,12 +287,23 @@ void launch_for_config(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uin
 // K wants 8. More than 32 tokens on large weights (N*K >= 64M, N % 128 == 0):
 // the tiled tensor-core kernel (36864x7168 at M=64: 151 vs 195 us; expert-sized
 // weights measured slower tiled: too few CTAs). Else the strip kernel, 4 slices.
+// 17..64 tokens on large weights: the wgmma kernel (kernel 7, 2 K splits), H200
+// 2026-11-30 (bench/mxfp4/results-dense-2026-11-30.md): 36864x7168 at 32 / 64
+// tokens 87.9 / 131.0 us vs 96.9 (strip) / 154.8 (tiled), 7168x18432 50.3 / 73.7
+// vs 55.6 / 85.3. Not at <= 16 tokens (72.5 vs 59.8 for the strip kernel) nor
+// on expert-sized weights (4096x7168 at 64 tokens: 36.2 vs 25.7), nor above 64
+// tokens (not measured: the tiled kernel takes them in one pass).
 GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   const int64_t strips = w.rows / kStripRows, tiles = w.cols / kTileK;
   GemmConfig c;
   c.strips_per_cta = 1;
   c.kernel = 1;
   c.k_slices = 4;
+  const bool large = w.rows * w.cols >= (int64_t(64) << 20);
+  if (M > 16 && M <= 64 && large && dense_wgmma_supported(w)) {
+    c.kernel = 7;
+    return c;
+  }
   if (M > 32) {
     if (dense_tiled_supported(w) && w.rows * w.cols >= (int64_t(64) << 20)) c.kernel = 3;
     return c;
@@ -323,8 +335,9 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.k_slices) c.k_slices = config.k_slices;
   if (config.strips_per_cta) c.strips_per_cta = config.strips_per_cta;
   if (config.k_splits) c.k_splits = config.k_splits;
-  if (c.kernel < 1 || c.kernel > 6) fail_input("mxfp4_gemm: kernel must be 1..6, got {}", c.kernel);
+  if (c.kernel < 1 || c.kernel > 7) fail_input("mxfp4_gemm: kernel must be 1..7, got {}", c.kernel);
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
+  if (c.kernel == 7) return launch_dense_wgmma(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 4) {
     if (M > 16) fail_input("mxfp4_gemm: the bulk kernel takes up to 16 tokens, got {}", M);
     const int cluster = c.k_splits ? c.k_splits : 1;

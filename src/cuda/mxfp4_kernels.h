@@ -27,15 +27,19 @@ struct Mxfp4DeviceWeight {
 // (cp.async.bulk + mbarrier, one lane per warp issues them), up to 16 tokens;
 // 5 = strip kernel 1 with every load of a 4-tile batch issued before its first
 // use (weights, scales and activations); 6 = kernel 5 with 3-tile batches and
-// at most 64 registers (more warps per SM), up to 8 tokens.
+// at most 64 registers (more warps per SM), up to 8 tokens; 7 = wgmma kernel
+// (128 rows x up to 64 tokens per CTA, A = weights dequantized in registers,
+// B = activations in shared memory; N % 128 == 0, K % 256 == 0; auto for
+// 17..64 tokens on large weights).
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
 // split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
-// k_splits 1 or 2 CTAs (one cluster) split K.
+// k_splits 1 or 2 CTAs (one cluster) split K. Kernel 7: k_splits 1, 2, 4 or 8
+// CTAs (one cluster) split K (auto 2).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..6 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..7 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
 };
 
