@@ -37,6 +37,7 @@
 #include "cuda/mxfp4_kernels.h"
 #include "host_layout.h"
 #include "reference_kernels.cuh"
+#include "bench_w4a4_fp8.h"
 
 namespace {
 
@@ -575,6 +576,7 @@ void profile_dense_run(cudaStream_t s) {
 
 int main(int argc, char** argv) {
   bool quick = false, profile = false, moe_prefill = false;
+  bool w4a4_prefill = false;  // --w4a4-prefill: bench_w4a4_fp8.cu only
   std::vector<int> moe_tokens = {512, 2048, 8192};
   const char* json = nullptr;
   g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
@@ -583,13 +585,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--moe-prefill")) moe_prefill = true;
+    else if (!std::strcmp(argv[i], "--w4a4-prefill")) w4a4_prefill = true;
     else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
     else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--dense] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--dense] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -607,6 +610,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     measure_copy(s);
+    if (w4a4_prefill) {
+      mxbench::bench_w4a4_prefill(moe_tokens, g_seed, g_copy_gbps, s);
+      return 0;
+    }
     if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
     } else if (g_dense) {

@@ -27,6 +27,7 @@
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
+#include "cuda/w4a4_fp8.h"
 
 namespace mx::cuda {
 
@@ -334,6 +335,14 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // routed decode kernels. Paths 3 and 4 are no longer picked.
 // Shapes the warp-specialized path cannot take (2I or H not a multiple of
 // 256) stay on the routed path.
+// W4A4 MMA choice on the prefill paths (MoeConfig::w4a4_mma): BF16 MMAs on
+// quantize-dequantized activations unless FP8 is forced. Measured on H200 at
+// 8192 Kimi tokens (bench/mxfp4/results-w4a4-fp8-2026-11-30.md): FP8 22.1 ms
+// (FP32 every 128 K, rel err 3.6e-4..1.0e-3 against the W4A4 reference) or
+// 20.8 ms (every 256 K, 2.0e-3..2.3e-3) against 20.8 ms for BF16 path 4
+// (6e-8); at 512 tokens FP8 8.3-8.7 ms against 6.9. Not faster, less exact.
+int choose_w4a4_mma(int requested) { return requested ? requested : 1; }
+
 constexpr int kDirectAutoPairs = 16;
 int choose_path(int pairs, int E, int H, int I) {
   if (pairs <= kDirectAutoPairs) return kDirectPath;
@@ -431,7 +440,16 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: gate_up_k_slices must be {} (8 was measured slower and removed)",
                kGateUpWarps);
   const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
-  if (w.w4a4) {  // gate_up reads the quantize-dequantized x on every path
+  // W4A4 on FP8 tensor cores replaces the prefill paths (it quantizes x itself).
+  const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;
+  if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
+    fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);
+  if (w.w4a4 && config.w4a4_mma >= 2 && !prefill_path)
+    fail_input("fused_moe_decode: w4a4_mma {} (FP8) runs on the prefill paths 3-5 only, got path {}",
+               config.w4a4_mma, path);
+  const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
+  const bool fp8 = w.w4a4 && prefill_path && w4a4_mma >= 2;
+  if (w.w4a4 && !fp8) {  // gate_up reads the quantize-dequantized x on every path
     mxfp4_qdq_activations(x, s.xq, T, H, stream);
     x = s.xq;
   }
@@ -440,6 +458,8 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
                                                   path == kPrefillPath || path == kWgmmaPath || path == kWsPath);
     MX_CUDA_CHECK(cudaGetLastError());
   }
+  if (fp8)
+    return launch_moe_prefill_fp8(w, x, T, topk, topk_weights, out, s, stream, w4a4_mma == 2 ? 2 : 4);
   if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);
   if (path == kWsPath) return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream);
   if (path == kWgmmaPath)

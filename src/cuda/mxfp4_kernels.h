@@ -112,6 +112,13 @@ struct MoeConfig {
   int path = 0;
   int weight_loads = 0;
   int pdl = 0;
+  // W4A4 weights (MoeWeights::w4a4) only: 1 = BF16 MMAs on quantize-dequantized
+  // activations; 2 = FP8 tensor cores (w4a4_fp8_moe.cu: both operands' block
+  // scales folded into E4M3, wgmma E4M3 x E4M3, the tensor cores' sums added
+  // into FP32 every 128 along K) in place of the prefill paths 3-5 (refused on
+  // the decode paths); 3 = as 2, FP32 every 256 along K; 0 = auto: 1 (FP8
+  // measured no faster, docs/w4a4-fp8.md).
+  int w4a4_mma = 0;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
