@@ -336,11 +336,13 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // Shapes the warp-specialized path cannot take (2I or H not a multiple of
 // 256) stay on the routed path.
 // W4A4 MMA choice on the prefill paths (MoeConfig::w4a4_mma): BF16 MMAs on
-// quantize-dequantized activations unless FP8 is forced. Measured on H200 at
-// 8192 Kimi tokens (bench/mxfp4/results-w4a4-fp8-2026-11-30.md): FP8 22.1 ms
-// (FP32 every 128 K, rel err 3.6e-4..1.0e-3 against the W4A4 reference) or
-// 20.8 ms (every 256 K, 2.0e-3..2.3e-3) against 20.8 ms for BF16 path 4
-// (6e-8); at 512 tokens FP8 8.3-8.7 ms against 6.9. Not faster, less exact.
+// quantize-dequantized activations unless FP8 is forced. Measured on H200
+// (bench/mxfp4/results-w4a4-fp8-2026-11-30.md, run 4): at 8192 Kimi tokens FP8
+// 20.71 ms with FP32 every 128 K (rel err 9e-6..1e-3 against the W4A4
+// reference across runs) and 19.46 ms every 256 K (1.4e-3..2.9e-3) against
+// 20.84 ms for BF16 path 4 (6e-8); at 2048 tokens 10.04 / 9.80 vs 8.68 ms, at
+// 512 8.46 / 8.22 vs 6.93. FP8 wins only at 8192 tokens, by 7%, at 1e-3
+// error (1.3e-2 with outlier channels): not worth a silent accuracy change.
 int choose_w4a4_mma(int requested) { return requested ? requested : 1; }
 
 constexpr int kDirectAutoPairs = 16;

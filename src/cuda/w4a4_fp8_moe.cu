@@ -49,6 +49,7 @@ constexpr int kSmem = kStages * (kActStage + kWarps * kWarpRing);  // 208896
 // one sector of row l % 16).
 constexpr int kCopyItems = kPairs / 16 * 2 / kWarps;  // 3
 constexpr int kFp8TileBytes = kTileK;                 // bytes of one pair row per K tile
+constexpr int kMaxExperts = 1024;                     // the router's limit too
 
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   // K-major, no swizzle: leading (K) byte offset between core matrices
@@ -58,17 +59,20 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 }
 
 // Wide tile y of the expert-sorted pairs: experts in order, each cut into
-// tiles of kPairs. Warp 0 walks the offsets 32 experts at a time. False
-// (uniformly) past the last tile. Fills s_pair (-1 = padding) and ends with a
-// barrier.
-__device__ bool find_wide_tile(const MoeScratch& s, int E, int y, int* s_pair, int* s_meta,
-                               int& expert, int& count) {
+// tiles of kPairs. The CTA copies the E + 1 offsets into s_off at once (one
+// memory latency instead of one per 32 experts), then warp 0 walks them 32
+// experts at a time. False (uniformly) past the last tile. Fills s_pair (-1 =
+// padding) and ends with a barrier.
+__device__ bool find_wide_tile(const MoeScratch& s, int E, int y, int* s_off, int* s_pair,
+                               int* s_meta, int& expert, int& count) {
+  for (int i = threadIdx.x; i <= E; i += blockDim.x) s_off[i] = s.offsets[i];
+  __syncthreads();
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     int before = 0, found = -1, start = 0, cnt = 0;
     for (int base = 0; base < E && found < 0; base += 32) {
       const int e = base + lane;
-      const int beg = e < E ? s.offsets[e] : 0, n_pairs = e < E ? s.offsets[e + 1] - beg : 0;
+      const int beg = e < E ? s_off[e] : 0, n_pairs = e < E ? s_off[e + 1] - beg : 0;
       const int n = (n_pairs + kPairs - 1) / kPairs;
       int incl = n;
 #pragma unroll
@@ -145,7 +149,7 @@ template <int NB, int kPromote>
 __device__ __forceinline__ void fp8_tile_loop(const uint8_t* __restrict__ codes,
                                               const uint8_t* __restrict__ scales, int KT,
                                               const uint8_t* const (&rows)[kCopyItems],
-                                              uint8_t* smem, int smax_g, int smax_g8,
+                                              uint8_t* smem, int& smax_g, int& smax_g8,
                                               float (&acc)[kPairs / 2]) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const uint32_t act0 = dev::smem_addr(smem);
@@ -170,6 +174,8 @@ __device__ __forceinline__ void fp8_tile_loop(const uint8_t* __restrict__ codes,
     if (j < KT) issue(j, j);
     dev::cp_async_commit();
   }
+  // The rows' largest scales, read while the first copies are in flight.
+  strip_row_max(scales, KT, smax_g, smax_g8);
   float part[32 * NB];  // the tensor cores' sum since the last promotion
   // One K tile: wait for its copies, start the copies kDist tiles ahead,
   // convert into `a` (free: its last reader, tile i - 2, was retired by the
@@ -243,23 +249,27 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_moe_kernel(Fp8MoeArgs p, MoeS
     const int64_t stride = int64_t(gridDim.x) * gridDim.y * blockDim.x;
     for (int64_t i = cta * blockDim.x + threadIdx.x; i < p.out_elems; i += stride) p.out[i] = 0.f;
   }
-  __shared__ int s_pair[kPairs], s_meta[3];
+  __shared__ int s_pair[kPairs], s_meta[3], s_off[kMaxExperts + 1];
+  // Per pair: the activation row's unscale factor, and (down) its routing
+  // weight times that factor, loaded once instead of in the epilogue loop
+  // (where each load would sit between atomics).
   __shared__ float s_fx[kPairs];
   int e, cnt;
-  if (!find_wide_tile(s, p.E, blockIdx.y, s_pair, s_meta, e, cnt)) return;
+  if (!find_wide_tile(s, p.E, blockIdx.y, s_off, s_pair, s_meta, e, cnt)) return;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   auto act_row = [&](int pair) {
     return p.act + (kDown ? size_t(pair) : size_t(pair / p.topk)) * size_t(p.act_stride);
   };
   for (int i = tid; i < kPairs; i += kThreads)
-    s_fx[i] = i < cnt ? fold_unscale(act_row(s_pair[i])[p.K]) : 0.f;
+    s_fx[i] = i < cnt ? fold_unscale(act_row(s_pair[i])[p.K]) *
+                            (kDown ? p.topk_weights[s_pair[i]] : 1.f)
+                      : 0.f;
   const int KT = p.K / kTileK;
   const int strip = blockIdx.x * kWarps + warp;  // within the expert's rows / 16
   const size_t tile0 = (size_t(e) * (p.rows_per_expert / kStripRows) + strip) * KT;
   const uint8_t* c0 = p.codes + tile0 * kTileCodeBytes;
   const uint8_t* sc0 = p.scales + tile0 * kTileScaleBytes;
-  int smax_g, smax_g8;
-  strip_row_max(sc0, KT, smax_g, smax_g8);
+  int smax_g = 0, smax_g8 = 0;  // set by fp8_tile_loop
   const uint8_t* rows[kCopyItems];
 #pragma unroll
   for (int i = 0; i < kCopyItems; ++i) {
@@ -291,10 +301,9 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_moe_kernel(Fp8MoeArgs p, MoeS
         const float silu = lo / (1.f + __expf(-lo));
         s.h[size_t(pair) * p.I + strip * 8 + g] = dev::float_to_bf16_bits(silu * hi);
       } else {
-        const float wt = p.topk_weights[pair];
         float* o = p.out + size_t(pair / p.topk) * p.H + strip * kStripRows + g;
-        atomicAdd(o, wt * lo);
-        atomicAdd(o + 8, wt * hi);
+        atomicAdd(o, lo);  // fx includes the routing weight
+        atomicAdd(o + 8, hi);
       }
     }
   }
@@ -342,6 +351,9 @@ void launch_moe_prefill_fp8(const MoeWeights& w, const uint16_t* x, int T, int t
                             cudaStream_t stream, int promote_tiles) {
   const int H = w.hidden, I = w.intermediate;
   // K loops run whole promotion intervals of up to 4 tiles (256 along K).
+  if (w.experts > kMaxExperts)
+    fail_input("fused_moe_decode: the W4A4 FP8 path takes up to {} experts, got {}", kMaxExperts,
+               w.experts);
   if (H % 256 || I % 256 || H > kFp8QuantMaxK || I > kFp8QuantMaxK)
     fail_input("fused_moe_decode: the W4A4 FP8 path needs H and I multiples of 256 up to {}, got "
                "H={} I={}", kFp8QuantMaxK, H, I);
