@@ -14,6 +14,7 @@ struct BackendFlags {
   std::string attention_kernel = "auto";
   std::string mxfp4_gemm_kernel = "auto";
   std::string moe_kernel = "auto";
+  std::string w4a4_mma = "auto";
   bool profile_ops = false;
 
   void add_to(CLI::App* cmd) {
@@ -37,6 +38,12 @@ struct BackendFlags {
                     "once per size): auto, routed, direct, prefill-tiles, prefill-wgmma, prefill-ws (docs/kernels.md)")
         ->check(CLI::IsMember({"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}))
         ->capture_default_str();
+    cmd->add_option("--w4a4-mma", w4a4_mma,
+                    "with --device cuda --w4a4: the fused MoE's prefill MMAs: auto (bf16), bf16 (quantize-dequantized "
+                    "activations on BF16 tensor cores), fp8 / fp8-256 (block scales folded into E4M3, FP8 tensor cores, "
+                    "FP32 promotion every 128 / 256 along K; docs/w4a4-fp8.md); decode steps keep BF16")
+        ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8-256"}))
+        ->capture_default_str();
     cmd->add_flag("--profile-ops", profile_ops,
                   "time every op of the forward pass on the device's clock (CUDA events on a GPU) and log, at "
                   "exit, a table per kind of step (decode, prefill/mixed) of each op's and each all-reduce's "
@@ -47,6 +54,7 @@ struct BackendFlags {
     load.attention_kernel = attention_kernel;
     load.mxfp4_gemm_kernel = mxfp4_gemm_kernel;
     load.moe_kernel = moe_kernel;
+    load.w4a4_mma = w4a4_mma;
     load.profile_ops = profile_ops;
   }
 };

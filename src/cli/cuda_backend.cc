@@ -16,6 +16,7 @@ std::unique_ptr<mx::Ops> make_cuda_backend(const mx::BackendOptions& options) {
   cuda.attention_kernel = mx::cuda::parse_attention_kernel(options.attention_kernel);
   cuda.mxfp4_gemm_kernel = mx::cuda::parse_mxfp4_gemm_kernel(options.mxfp4_gemm_kernel);
   cuda.moe_path = mx::cuda::parse_moe_kernel(options.moe_kernel);
+  cuda.w4a4_mma = mx::cuda::parse_w4a4_mma(options.w4a4_mma);
   return mx::cuda::make_cuda_ops(options.activation_mode, cuda);
 }
 

@@ -446,9 +446,8 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;
   if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
     fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);
-  if (w.w4a4 && config.w4a4_mma >= 2 && !prefill_path)
-    fail_input("fused_moe_decode: w4a4_mma {} (FP8) runs on the prefill paths 3-5 only, got path {}",
-               config.w4a4_mma, path);
+  // FP8 (w4a4_mma 2/3) replaces the prefill paths; the decode paths (1-2)
+  // keep BF16 MMAs, so one setting serves every step of a server.
   const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
   const bool fp8 = w.w4a4 && prefill_path && w4a4_mma >= 2;
   if (w.w4a4 && !fp8) {  // gate_up reads the quantize-dequantized x on every path

@@ -115,8 +115,8 @@ struct MoeConfig {
   // W4A4 weights (MoeWeights::w4a4) only: 1 = BF16 MMAs on quantize-dequantized
   // activations; 2 = FP8 tensor cores (w4a4_fp8_moe.cu: both operands' block
   // scales folded into E4M3, wgmma E4M3 x E4M3, the tensor cores' sums added
-  // into FP32 every 128 along K) in place of the prefill paths 3-5 (refused on
-  // the decode paths); 3 = as 2, FP32 every 256 along K; 0 = auto: 1 (FP8
+  // into FP32 every 128 along K) in place of the prefill paths 3-5 (the decode
+  // paths 1-2 keep BF16 MMAs); 3 = as 2, FP32 every 256 along K; 0 = auto: 1 (FP8
   // measured faster only at 8192 tokens, and less exact: docs/w4a4-fp8.md).
   int w4a4_mma = 0;
 };

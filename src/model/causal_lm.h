@@ -44,6 +44,7 @@ struct LoadOptions {
   std::string attention_kernel = "auto";   // CUDA attention kernel family (ops/backend_registry.h)
   std::string mxfp4_gemm_kernel = "auto";  // CUDA: forced MXFP4 GEMM kernel (ops/backend_registry.h)
   std::string moe_kernel = "auto";         // CUDA: forced fused-MoE path (ops/backend_registry.h)
+  std::string w4a4_mma = "auto";           // CUDA W4A4 MoE prefill MMAs (ops/backend_registry.h)
   // --profile-ops: time every op on the backend's clock and log a per-op
   // table per kind of step when the model is destroyed (ops/profiling_ops.h).
   bool profile_ops = false;

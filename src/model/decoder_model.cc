@@ -21,6 +21,7 @@ DecoderModel::DecoderModel(ModelConfig config, const LoadOptions& options, std::
   backend.attention_kernel = options.attention_kernel;
   backend.mxfp4_gemm_kernel = options.mxfp4_gemm_kernel;
   backend.moe_kernel = options.moe_kernel;
+  backend.w4a4_mma = options.w4a4_mma;
   ops_ = make_ops(options.device, backend);
   if (options.profile_ops)
     ops_ = std::make_unique<ProfilingOps>(std::move(ops_), fmt::format("{} rank {}", options.device, options.shard.rank));

@@ -16,10 +16,10 @@ std::unique_ptr<Ops> make_cpu_backend(const BackendOptions& options) {
   if (options.attention_kernel != "auto")
     fail_input("--attention-kernel {} selects a CUDA kernel; the cpu backend has one attention implementation",
                options.attention_kernel);
-  if (options.mxfp4_gemm_kernel != "auto" || options.moe_kernel != "auto")
-    fail_input("--mxfp4-gemm-kernel {} / --moe-kernel {} select CUDA kernels; the cpu backend has one MXFP4 GEMM and "
-               "one MoE implementation",
-               options.mxfp4_gemm_kernel, options.moe_kernel);
+  if (options.mxfp4_gemm_kernel != "auto" || options.moe_kernel != "auto" || options.w4a4_mma != "auto")
+    fail_input("--mxfp4-gemm-kernel {} / --moe-kernel {} / --w4a4-mma {} select CUDA kernels; the cpu backend has one "
+               "MXFP4 GEMM and one MoE implementation",
+               options.mxfp4_gemm_kernel, options.moe_kernel, options.w4a4_mma);
   return make_cpu_ops(options.activation_mode);
 }
 

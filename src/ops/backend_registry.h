@@ -26,6 +26,8 @@ struct BackendOptions {
   // --mxfp4-gemm-kernel (auto | strip | ... | wgmma) and --moe-kernel (auto | routed | ...).
   std::string mxfp4_gemm_kernel = "auto";
   std::string moe_kernel = "auto";
+  // CUDA W4A4 fused-MoE prefill MMAs: auto | bf16 | fp8 | fp8-256.
+  std::string w4a4_mma = "auto";
 };
 
 using OpsFactory = std::unique_ptr<Ops> (*)(const BackendOptions& options);

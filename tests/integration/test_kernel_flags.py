@@ -1,5 +1,5 @@
-"""The CUDA kernel-choice flags (--attention-kernel, --mxfp4-gemm-kernel,
---moe-kernel) on a build or device that cannot honour them: a clear error and
+"""The CUDA kernel-choice flags (--mxfp4-gemm-kernel, --moe-kernel,
+--w4a4-mma) on a build or device that cannot honour them: a clear error and
 exit status, never a silent fallback. (Forced kernels on a GPU are exercised by
 ops_parity's forced-kernel cases, scripts/gpu_all.sh.)"""
 import subprocess
@@ -20,14 +20,16 @@ def generate(model_dir, *flags):
                           timeout=120)
 
 
-@pytest.mark.parametrize("flag,value", [("--mxfp4-gemm-kernel", "fastest"), ("--moe-kernel", "magic")])
+@pytest.mark.parametrize("flag,value", [("--mxfp4-gemm-kernel", "fastest"), ("--moe-kernel", "magic"),
+                                        ("--w4a4-mma", "fp4")])
 def test_unknown_kernel_name_is_refused_with_the_choices(model_dir, flag, value):
     r = generate(model_dir, flag, value)
     assert r.returncode != 0
     assert value in r.stderr and "auto" in r.stderr, r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("flag,value", [("--mxfp4-gemm-kernel", "tiled"), ("--moe-kernel", "prefill-tiles")])
+@pytest.mark.parametrize("flag,value", [("--mxfp4-gemm-kernel", "tiled"), ("--moe-kernel", "prefill-tiles"),
+                                        ("--w4a4-mma", "fp8")])
 def test_cpu_refuses_a_forced_cuda_kernel(model_dir, flag, value):
     r = generate(model_dir, "--device", "cpu", flag, value)
     assert r.returncode == 2, r.stderr[-2000:]

@@ -220,16 +220,17 @@ Tensor CudaOps::fused_moe_generic(const Tensor& x_in, const std::vector<ExpertWe
 void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* ids, const float* weights, int T,
                             int topk, float* out, void* workspace) {
   const RefusedShapes::Key size{T, topk, w.experts};
-  if (options_.moe_path && !refused_moe_.refused(size)) {
-    MoeConfig forced;
-    forced.path = options_.moe_path;
+  MoeConfig forced;
+  forced.path = options_.moe_path;
+  forced.w4a4_mma = options_.w4a4_mma;  // FP8 applies to the prefill paths; decode paths stay BF16
+  if ((forced.path || forced.w4a4_mma) && !refused_moe_.refused(size)) {
     try {
-      // The checks that refuse a path run before any launch that writes
-      // `out`; a refused call reruns whole on the auto path.
+      // The checks that refuse a choice run before any launch that writes
+      // `out`; a refused call reruns whole on the automatic choices.
       return fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, forced);
     } catch (const InvalidArgument& e) {
       if (refused_moe_.add(size))
-        log::warn("--moe-kernel does not take {} tokens x top-{} ({}): auto there", T, topk, e.what());
+        log::warn("--moe-kernel / --w4a4-mma do not take {} tokens x top-{} ({}): auto there", T, topk, e.what());
     }
   }
   fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_);

@@ -55,6 +55,7 @@ struct CudaOpsOptions {
   // where the kernel takes the shape (kernel_choice.h).
   int mxfp4_gemm_kernel = 0;
   int moe_path = 0;
+  int w4a4_mma = 0;  // MoeConfig::w4a4_mma (CLI --w4a4-mma)
 };
 
 class CudaOps : public Ops {

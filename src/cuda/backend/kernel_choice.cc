@@ -19,6 +19,8 @@ constexpr Named kGemmKernels[] = {{"auto", 0},         {"strip", 1},         {"s
 constexpr Named kMoeKernels[] = {{"auto", 0},          {"routed", 1},        {"direct", 2},
                                  {"prefill-tiles", 3}, {"prefill-wgmma", 4}, {"prefill-ws", 5}};
 
+constexpr Named kW4a4Mmas[] = {{"auto", 0}, {"bf16", 1}, {"fp8", 2}, {"fp8-256", 3}};
+
 template <size_t N>
 int parse(const Named (&table)[N], const std::string& name, const char* flag) {
   std::string names;
@@ -33,6 +35,7 @@ int parse(const Named (&table)[N], const std::string& name, const char* flag) {
 
 int parse_mxfp4_gemm_kernel(const std::string& name) { return parse(kGemmKernels, name, "--mxfp4-gemm-kernel"); }
 int parse_moe_kernel(const std::string& name) { return parse(kMoeKernels, name, "--moe-kernel"); }
+int parse_w4a4_mma(const std::string& name) { return parse(kW4a4Mmas, name, "--w4a4-mma"); }
 
 bool RefusedShapes::refused(const Key& key) const {
   std::lock_guard lock(mutex_);

@@ -59,6 +59,9 @@ TEST(BackendRegistry, CpuRefusesForcedMxfp4Kernels) {
   o.moe_kernel = "prefill-tiles";
   EXPECT_THROW(make_ops("cpu", o), InvalidArgument);
   o.moe_kernel = "auto";
+  o.w4a4_mma = "fp8";
+  EXPECT_THROW(make_ops("cpu", o), InvalidArgument);
+  o.w4a4_mma = "auto";
   EXPECT_NE(make_ops("cpu", o), nullptr);
 }
 
