@@ -30,6 +30,7 @@
 #include "cuda/w4a4_fp8.h"
 #include "host_layout.h"
 #include "reference_kernels.cuh"
+#include "timing.h"
 
 namespace mxbench {
 
@@ -73,24 +74,6 @@ void row(const char* fmt, ...) {
   std::printf("%s\n", buf);
   std::fflush(stdout);
   g_table.push_back(buf);
-}
-
-template <class F>
-double median_us(F fn, int iters, cudaStream_t s) {
-  for (int i = 0; i < 3; ++i) fn(i);
-  std::vector<cudaEvent_t> ev(iters + 1);
-  for (auto& e : ev) CK(cudaEventCreate(&e));
-  CK(cudaEventRecord(ev[0], s));
-  for (int i = 0; i < iters; ++i) {
-    fn(i);
-    CK(cudaEventRecord(ev[i + 1], s));
-  }
-  CK(cudaStreamSynchronize(s));
-  std::vector<float> t(iters);
-  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
-  return 1000.0 * t[iters / 2];
 }
 
 // Host expectation of w4a4_fp8_quantize_rows for one row: mismatching bytes

@@ -37,6 +37,7 @@
 #include "cuda/mxfp4_kernels.h"
 #include "host_layout.h"
 #include "reference_kernels.cuh"
+#include "timing.h"
 #include "bench_w4a4_fp8.h"
 
 namespace {
@@ -96,26 +97,6 @@ void emit(const Row& r) {
   std::printf("%s\n", buf);
   std::fflush(stdout);
   if (g_json) std::fprintf(g_json, "%s\n", buf), std::fflush(g_json);
-}
-
-// Median time of one call of `fn(i)` in microseconds; each call is bracketed
-// by events, calls run back to back.
-template <class F>
-double median_us(F fn, int iters, cudaStream_t s) {
-  for (int i = 0; i < 5; ++i) fn(i);
-  std::vector<cudaEvent_t> ev(iters + 1);
-  for (auto& e : ev) CK(cudaEventCreate(&e));
-  CK(cudaEventRecord(ev[0], s));
-  for (int i = 0; i < iters; ++i) {
-    fn(i);
-    CK(cudaEventRecord(ev[i + 1], s));
-  }
-  CK(cudaStreamSynchronize(s));
-  std::vector<float> t(iters);
-  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
-  return 1000.0 * t[iters / 2];
 }
 
 double g_copy_gbps = 0;

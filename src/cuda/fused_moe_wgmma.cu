@@ -58,7 +58,6 @@ constexpr int kChunkBytes = kPairs * 16;    // one 8-wide K chunk of all rows: 4
 constexpr int kActStage = 8 * kChunkBytes;  // a 64-wide K tile: 32768
 constexpr int kSmem = kStages * (kActStage + kWgWarps * kWarpRing);  // 227328
 constexpr int kRowGroups = kPairs / kWgWarps / 16;  // 16-row copy groups per warp: 2
-constexpr int kMapThreads = 1024;
 
 // xp = x with each 64-wide K tile in logical order; pairs of columns stay
 // together, so one thread moves 4 bytes.
@@ -69,41 +68,6 @@ __global__ void permute_kernel(const uint32_t* __restrict__ x, uint32_t* __restr
   const int64_t row = i / (K / 2);
   const int r = int(i % (K / 2)) * 2;
   xp[(row * K + (r & ~63) + mma_logical_col(r & 63)) / 2] = x[i];
-}
-
-// Rewrites the tile map (tile_expert / tile_start / num_tiles) into tiles of
-// up to kTilePairs pairs of one expert, from the per-expert offsets. One CTA;
-// E <= kMapThreads (the router has the same limit).
-template <int kTilePairs>
-__global__ void __launch_bounds__(kMapThreads) tile_map_kernel(MoeScratch s, int E) {
-  __shared__ int warp_sums[kMapThreads / 32];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int count = tid < E ? s.offsets[tid + 1] - s.offsets[tid] : 0;
-  const int n = (count + kTilePairs - 1) / kTilePairs;
-  int incl = n;  // inclusive scan of n over the block
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += v;
-  }
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = warp_sums[lane];
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += v;
-    }
-    warp_sums[lane] = w;
-  }
-  __syncthreads();
-  const int end = incl + (warp > 0 ? warp_sums[warp - 1] : 0);
-  for (int j = 0; j < n; ++j) {
-    s.tile_expert[end - n + j] = tid;
-    s.tile_start[end - n + j] = s.offsets[tid] + kTilePairs * j;
-  }
-  if (tid == kMapThreads - 1) *s.num_tiles = end;
 }
 
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
@@ -267,18 +231,18 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
   // The K loop runs tiles in pairs (double-buffered A registers).
   if ((H / kTileK) % 2)
     fail_input("fused_moe_decode: the wgmma path needs H a multiple of {}", 2 * kTileK);
-  if (w.experts > kMapThreads)
-    fail_input("fused_moe_decode: the wgmma path takes up to {} experts", kMapThreads);
+  if (w.experts > dev::kMoeMapThreads)
+    fail_input("fused_moe_decode: the wgmma path takes up to {} experts", dev::kMoeMapThreads);
   const int64_t words = int64_t(T) * H / 2;
   permute_kernel<<<unsigned((words + 255) / 256), 256, 0, stream>>>(
       reinterpret_cast<const uint32_t*>(x), reinterpret_cast<uint32_t*>(xp), words, H);
   MX_CUDA_CHECK(cudaGetLastError());
-  tile_map_kernel<kPairs><<<1, kMapThreads, 0, stream>>>(s, w.experts);
+  dev::moe_tile_map_kernel<kPairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, w.experts);
   MX_CUDA_CHECK(cudaGetLastError());
   if (w.big_scales) launch_gate_up<true>(w, xp, T, topk, out, s, stream);
   else launch_gate_up<false>(w, xp, T, topk, out, s, stream);
   // Back to the router's 64-pair tiles for the mma.sync down kernel.
-  tile_map_kernel<dev::kMoeTilePairs><<<1, kMapThreads, 0, stream>>>(s, w.experts);
+  dev::moe_tile_map_kernel<dev::kMoeTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, w.experts);
   MX_CUDA_CHECK(cudaGetLastError());
   launch_moe_prefill_down(w, T, topk, topk_weights, out, s, stream);
 }

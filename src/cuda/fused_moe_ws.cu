@@ -31,6 +31,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/moe_tiles.cuh"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/wgmma_rs.cuh"
 
@@ -55,45 +56,11 @@ constexpr int kCodeStage = kItemStrips * kTileCodeBytes;    // 8192
 constexpr int kScaleStage = kItemStrips * kTileScaleBytes;  // 512
 constexpr int kStageBytes = kActStage + kCodeStage + kScaleStage;  // 25088
 constexpr int kStagingBytes = 8 * kChunkBytes;  // gate_up epilogue, per consumer warpgroup
-constexpr int kMapThreads = 1024;
 
 constexpr int smem_bytes(bool gate_up) {
   return kStages * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) + 2 * kStages * 8;
 }
 static_assert(smem_bytes(true) <= 227 * 1024, "shared memory of one SM exceeded");
-
-// Rewrites the tile map into tiles of up to kTilePairs pairs of one expert
-// from the per-expert offsets (one CTA; E <= kMapThreads, as the router).
-__global__ void __launch_bounds__(kMapThreads) ws_tile_map_kernel(MoeScratch s, int E) {
-  __shared__ int warp_sums[kMapThreads / 32];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int count = tid < E ? s.offsets[tid + 1] - s.offsets[tid] : 0;
-  const int n = (count + kTilePairs - 1) / kTilePairs;
-  int incl = n;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += v;
-  }
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int v = warp_sums[lane];
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int u = __shfl_up_sync(0xffffffffu, v, d);
-      if (lane >= d) v += u;
-    }
-    warp_sums[lane] = v;
-  }
-  __syncthreads();
-  const int end = incl + (warp > 0 ? warp_sums[warp - 1] : 0);
-  for (int j = 0; j < n; ++j) {
-    s.tile_expert[end - n + j] = tid;
-    s.tile_start[end - n + j] = s.offsets[tid] + kTilePairs * j;
-  }
-  if (tid == kMapThreads - 1) *s.num_tiles = end;
-}
 
 // xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
 // x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
@@ -457,10 +424,10 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   if ((2 * I) % kItemRows || H % kItemRows)
     fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
-  if (E > kMapThreads)
-    fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", kMapThreads);
+  if (E > dev::kMoeMapThreads)
+    fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", dev::kMoeMapThreads);
   const int R = T * topk;
-  ws_tile_map_kernel<<<1, kMapThreads, 0, stream>>>(s, E);
+  dev::moe_tile_map_kernel<kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
   MX_CUDA_CHECK(cudaGetLastError());
   uint4* xs = reinterpret_cast<uint4*>(xp);
   gather_pairs_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((H / kTileK + 7) / 8)), 256, 0, stream>>>(

@@ -22,6 +22,49 @@ __device__ __forceinline__ bool load_tile_pairs(const MoeScratch& s, int* s_pair
   return true;
 }
 
+constexpr int kMoeMapThreads = 1024;
+
+namespace {  // a copy per translation unit, like its launches
+
+// Rewrites the tile map (tile_expert / tile_start / num_tiles) into tiles of
+// up to kTilePairs pairs of one expert, from the per-expert offsets (the wide
+// prefill paths: fused_moe_wgmma.cu, fused_moe_ws.cu). One CTA;
+// E <= kMoeMapThreads (the router has the same limit). Launch with one CTA of
+// kMoeMapThreads threads.
+template <int kTilePairs>
+__global__ void __launch_bounds__(kMoeMapThreads) moe_tile_map_kernel(MoeScratch s, int E) {
+  __shared__ int warp_sums[kMoeMapThreads / 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int count = tid < E ? s.offsets[tid + 1] - s.offsets[tid] : 0;
+  const int n = (count + kTilePairs - 1) / kTilePairs;
+  int incl = n;  // inclusive scan of n over the block
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += v;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = warp_sums[lane];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += v;
+    }
+    warp_sums[lane] = w;
+  }
+  __syncthreads();
+  const int end = incl + (warp > 0 ? warp_sums[warp - 1] : 0);
+  for (int j = 0; j < n; ++j) {
+    s.tile_expert[end - n + j] = tid;
+    s.tile_start[end - n + j] = s.offsets[tid] + kTilePairs * j;
+  }
+  if (tid == kMoeMapThreads - 1) *s.num_tiles = end;
+}
+
+}  // namespace
+
 // Wide tiles of the wgmma prefill path (fused_moe_wgmma.cu): up to 256 pairs
 // of one expert, rewritten from the offsets into the same tile_expert /
 // tile_start / num_tiles arrays (their capacity, moe_max_tiles, covers these).

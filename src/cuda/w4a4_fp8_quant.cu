@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.h"
+#include "cuda/e2m1_round.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/host/fp8_fold.h"
 #include "cuda/mxfp4_device.cuh"
@@ -16,19 +17,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kItems = kFp8QuantMaxK / 8 / kThreads;  // 8-value pieces per thread: 4
-
-// E2M1 magnitude code of v >= 0 (already divided by the block scale): the
-// thresholds of host/mxfp4_reference.cc round_to_e2m1_magnitude.
-__device__ __forceinline__ uint32_t e2m1_code(float v) {
-  if (v <= 0.25f) return 0;
-  if (v < 0.75f) return 1;
-  if (v <= 1.25f) return 2;
-  if (v < 1.75f) return 3;
-  if (v <= 2.5f) return 4;
-  if (v < 3.5f) return 5;
-  if (v <= 5.0f) return 6;
-  return 7;
-}
 
 }  // namespace
 
@@ -80,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) quantize_fold_kernel(const uint16_t*
     uint32_t byte[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const uint32_t m = e2m1_code(fabsf(dev::bf16_bits_to_float(h[j])) * inv);
+      const uint32_t m = e2m1_round_code(fabsf(dev::bf16_bits_to_float(h[j])) * inv);
       byte[j] = fp8_byte_perm(lo, hi, m) & 0xFF;
       byte[j] |= (h[j] >> 8) & 0x80;
     }

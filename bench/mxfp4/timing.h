@@ -1,0 +1,39 @@
+// Event timing shared by the MXFP4 bench's parts (mxfp4_bench.cu,
+// bench_w4a4_fp8.cu).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace mxbench {
+
+inline void timing_check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "CUDA error %s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+// Median time of one call of `fn(i)` in microseconds after `warmup` calls;
+// each call is bracketed by events, calls run back to back.
+template <class F>
+double median_us(F fn, int iters, cudaStream_t s, int warmup = 5) {
+  for (int i = 0; i < warmup; ++i) fn(i);
+  std::vector<cudaEvent_t> ev(iters + 1);
+  for (auto& e : ev) timing_check(cudaEventCreate(&e), "cudaEventCreate");
+  timing_check(cudaEventRecord(ev[0], s), "cudaEventRecord");
+  for (int i = 0; i < iters; ++i) {
+    fn(i);
+    timing_check(cudaEventRecord(ev[i + 1], s), "cudaEventRecord");
+  }
+  timing_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  std::vector<float> t(iters);
+  for (int i = 0; i < iters; ++i) timing_check(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]), "cudaEventElapsedTime");
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
+  return 1000.0 * t[iters / 2];
+}
+
+}  // namespace mxbench
