@@ -33,6 +33,7 @@
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/moe_tiles.cuh"
 #include "cuda/mxfp4_internal.h"
+#include "cuda/mxfp4_qdq.cuh"
 #include "cuda/wgmma_rs.cuh"
 
 namespace mx::cuda {
@@ -87,6 +88,43 @@ __global__ void __launch_bounds__(256) gather_pairs_kernel(const uint16_t* __res
 #pragma unroll
   for (int c = 0; c < 8; ++c)
     xs[(size_t(j) * 8 + c) * R + i] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+}
+
+// W4A4: h quantize-dequantized per 32 along I in natural column order while
+// it sits in the chunk layout gate_up wrote. Thread = (row i, K tile j): the
+// tile's 64 values of row i are its 8 chunks; undoing gather_pairs_kernel's
+// word permutation gives natural words 0-15 (block 0) and 16-31 (block 1),
+// each quantized as mxfp4_qdq_activations does, then stored back in place.
+__global__ void __launch_bounds__(256) qdq_chunks_kernel(uint4* __restrict__ h, MoeScratch s, int E, int I, int R) {
+  const int i = blockIdx.x * 32 + (threadIdx.x & 31);
+  const int j = blockIdx.y * 8 + (threadIdx.x >> 5);
+  if (i >= s.offsets[E] || j >= I / kTileK) return;
+  uint32_t logical[32];
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const uint4 v = h[(size_t(j) * 8 + c) * R + i];
+    logical[4 * c] = v.x, logical[4 * c + 1] = v.y, logical[4 * c + 2] = v.z, logical[4 * c + 3] = v.w;
+  }
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    uint32_t amax = 0;
+#pragma unroll
+    for (int r = 16 * b; r < 16 * b + 16; ++r) {
+      const uint32_t w = logical[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)];
+      amax = max(amax, max(w & 0x7FFFu, (w >> 16) & 0x7FFFu));
+    }
+    const int e_s = dev::qdq_scale_exponent(amax);
+    const float inv = dev::exp2_int(-e_s), scale = dev::exp2_int(e_s);
+#pragma unroll
+    for (int r = 16 * b; r < 16 * b + 16; ++r) {
+      uint32_t& w = logical[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)];
+      w = uint32_t(dev::qdq_bf16(uint16_t(w), inv, scale)) | (uint32_t(dev::qdq_bf16(uint16_t(w >> 16), inv, scale)) << 16);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    h[(size_t(j) * 8 + c) * R + i] =
+        make_uint4(logical[4 * c], logical[4 * c + 1], logical[4 * c + 2], logical[4 * c + 3]);
 }
 
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
@@ -418,9 +456,6 @@ void launch_ws(const Params& p, cudaStream_t stream) {
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream) {
-  // W4A4 with BF16 MMAs quantizes h in natural column order between the
-  // GEMMs (quantize_h_for_w4a4); this path writes h in its chunk layout.
-  if (w.w4a4) return launch_moe_prefill_wgmma(w, x, xp, T, topk, topk_weights, out, s, stream);
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   if ((2 * I) % kItemRows || H % kItemRows)
     fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
@@ -446,6 +481,11 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   set_maps(p, w.w13_codes, w.w13_scales, E, xs);
   if (w.big_scales) launch_ws<true, true>(p, stream);
   else launch_ws<true, false>(p, stream);
+  if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
+    qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
+        reinterpret_cast<uint4*>(s.h), s, E, I, R);
+    MX_CUDA_CHECK(cudaGetLastError());
+  }
   p.N = H;
   p.K = I;
   set_maps(p, w.w2_codes, w.w2_scales, E, s.h);

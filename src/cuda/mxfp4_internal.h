@@ -30,7 +30,8 @@ struct MoeScratch {
 
 // W4A4 (MoeWeights::w4a4): quantize-dequantizes h in place, per 32 along I in
 // natural column order, after gate_up wrote it and before down reads it.
-// Every path calls it between its two GEMM launches; a no-op for W4A16.
+// Paths 1-4 call it between their two GEMM launches (path 5 keeps h in its
+// chunk layout and quantizes it there, fused_moe_ws.cu); a no-op for W4A16.
 void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cudaStream_t stream);
 
 // Upper bound of the 64-pair tiles the router makes: sum over experts of
@@ -53,8 +54,8 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 // Prefill path on wgmma, warp-specialized and persistent (fused_moe_ws.cu,
 // MoeConfig::path 5): gathers x into xp in pair order (T * topk * H BF16),
 // then gate_up and down with A (weights) from registers and B from shared
-// memory through bulk tensor copies. W4A4 with BF16 MMAs goes to
-// launch_moe_prefill_wgmma (h in natural column order).
+// memory through bulk tensor copies. W4A4: x arrives quantized, h is
+// quantized per 32 (natural column order) in its chunk layout between the GEMMs.
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream);

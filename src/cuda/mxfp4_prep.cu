@@ -7,16 +7,12 @@
 #include "cuda/e2m1_round.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_kernels.h"
+#include "cuda/mxfp4_qdq.cuh"
 
 namespace mx::cuda {
 
 namespace {
 
-
-// 2^e as a float for e in [-127, 127] (2^-127 is a subnormal).
-__device__ __forceinline__ float exp2_int(int e) {
-  return e >= -126 ? __uint_as_float(uint32_t(e + 127) << 23) : __uint_as_float(0x00400000u);
-}
 
 // Four threads per 32-element block, 8 values (16 bytes) each; the block amax
 // meets over the 4 lanes with two shuffles. (One thread per block measured ~6 us
@@ -34,16 +30,12 @@ __global__ void qdq_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict_
   amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
   if (!valid) return;
-  const uint32_t rounded = (amax + 0x20u) & 0xFF80u;
-  const int e_s = min(max(int(rounded >> 7) - 129, -127), 127);
-  const float inv = exp2_int(-e_s), scale = exp2_int(e_s);
+  const int e_s = dev::qdq_scale_exponent(amax);
+  const float inv = dev::exp2_int(-e_s), scale = dev::exp2_int(e_s);
   uint4 o;
   uint16_t* oh = reinterpret_cast<uint16_t*>(&o);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float mag = e2m1_round_magnitude(fabsf(dev::bf16_bits_to_float(h[i])) * inv) * scale;
-    oh[i] = dev::float_to_bf16_bits(mag) | (h[i] & 0x8000);
-  }
+  for (int i = 0; i < 8; ++i) oh[i] = dev::qdq_bf16(h[i], inv, scale);
   reinterpret_cast<uint4*>(y)[q] = o;
 }
 

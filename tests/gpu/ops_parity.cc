@@ -435,16 +435,18 @@ void forced_kernel_cases(Harness& h) {
   }
 }
 
-// --w4a4-mma fp8 / fp8-256 with --moe-kernel prefill-tiles: the W4A4 MoE on
-// FP8 tensor cores (its shapes need H and I multiples of 256) at every T,
-// against the CPU's W4A4 MoE.
-void w4a4_fp8_cases(Harness& h, Ops& cpu4) {
+// W4A4 MoE on the prefill paths at every T against the CPU's W4A4 MoE:
+// --w4a4-mma fp8 / fp8-256 (FP8 tensor cores, in place of the forced
+// prefill-tiles path; H and I multiples of 256) and BF16 MMAs on the
+// warp-specialized path (h quantized in its chunk layout).
+void w4a4_prefill_cases(Harness& h, Ops& cpu4) {
   const int64_t E = 16, H = 256, I = 256, k = 4;
   std::vector<ExpertWeights> mx4 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, true);
-  for (const char* mma : {"fp8", "fp8-256"}) {
+  for (auto [mma, path] : {std::pair<const char*, const char*>{"fp8", "prefill-tiles"}, {"fp8-256", "prefill-tiles"},
+                           {"bf16", "prefill-ws"}}) {
     cuda::CudaOpsOptions opt;
     opt.poison_outputs = true;
-    opt.moe_path = cuda::parse_moe_kernel("prefill-tiles");
+    opt.moe_path = cuda::parse_moe_kernel(path);
     opt.w4a4_mma = cuda::parse_w4a4_mma(mma);
     cuda::CudaOps gpu4(ActivationMode::W4A4, opt);
     for (int64_t T : {int64_t(1), int64_t(40)}) {
@@ -453,8 +455,8 @@ void w4a4_fp8_cases(Harness& h, Ops& cpu4) {
       MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
       Tensor x = bf16_rounded(random_f32({T, H}));
       Tensor g = gpu4.to_host(gpu4.fused_moe(gpu4.to_device(x), mx4, r));
-      h.out_.push_back(compare_values("fused_moe", fmt::format("mxfp4 W4A4 --w4a4-mma {} T{} E{} k{} H{} I{}", mma, T, E,
-                                                               k, H, I),
+      h.out_.push_back(compare_values("fused_moe", fmt::format("mxfp4 W4A4 --w4a4-mma {} --moe-kernel {} T{} E{} k{} H{} I{}",
+                                                               mma, path, T, E, k, H, I),
                                       g.data<float>(), cpu4.fused_moe(x, mx4, r).data<float>(), g.numel(), kW4a4Moe));
     }
   }
@@ -659,7 +661,7 @@ int main(int argc, char** argv) {
       mx::print(op_results, op_printed, "ops");
       mx::forced_kernel_cases(h);
       mx::print(op_results, op_printed, "ops");
-      mx::w4a4_fp8_cases(h, *cpu4);
+      mx::w4a4_prefill_cases(h, *cpu4);
       mx::print(op_results, op_printed, "ops");
     }
     if (models) mx::model_cases(golden, model_results, model_printed);
