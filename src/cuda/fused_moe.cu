@@ -343,6 +343,8 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // 20.84 ms for BF16 path 4 (6e-8); at 2048 tokens 10.04 / 9.80 vs 8.68 ms, at
 // 512 8.46 / 8.22 vs 6.93. FP8 wins only at 8192 tokens, by 7%, at 1e-3
 // error (1.3e-2 with outlier channels): not worth a silent accuracy change.
+// Since W4A4 on BF16 runs on path 5 (15.30 ms at 8192 tokens,
+// bench/gpu/2026-11-30-session5/w4a4-path5/) FP8 is slower everywhere.
 int choose_w4a4_mma(int requested) { return requested ? requested : 1; }
 
 constexpr int kDirectAutoPairs = 16;
