@@ -28,20 +28,21 @@ struct BackendFlags {
         ->capture_default_str();
     cmd->add_option("--mxfp4-gemm-kernel", mxfp4_gemm_kernel,
                     "with --device cuda: force the MXFP4 dense GEMM kernel wherever it takes the shape (auto elsewhere, "
-                    "warned once per shape): auto, strip, strip-ring, tiled, strip-bulk, strip-batched, "
+                    "the first refused shape warned): auto, strip, strip-ring, tiled, strip-bulk, strip-batched, "
                     "strip-batched-tight, wgmma (docs/kernels.md)")
         ->check(CLI::IsMember({"auto", "strip", "strip-ring", "tiled", "strip-bulk", "strip-batched",
                                "strip-batched-tight", "wgmma"}))
         ->capture_default_str();
     cmd->add_option("--moe-kernel", moe_kernel,
-                    "with --device cuda: force the fused-MoE path wherever it takes the step (auto elsewhere, warned "
-                    "once per size): auto, routed, direct, prefill-tiles, prefill-wgmma, prefill-ws (docs/kernels.md)")
+                    "with --device cuda: force the fused-MoE path wherever it takes the step (auto elsewhere, the first "
+                    "refused size warned): auto, routed, direct, prefill-tiles, prefill-wgmma, prefill-ws (docs/kernels.md)")
         ->check(CLI::IsMember({"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}))
         ->capture_default_str();
     cmd->add_option("--w4a4-mma", w4a4_mma,
                     "with --device cuda --w4a4: the fused MoE's prefill MMAs: auto (bf16), bf16 (quantize-dequantized "
                     "activations on BF16 tensor cores), fp8 / fp8-256 (block scales folded into E4M3, FP8 tensor cores, "
-                    "FP32 promotion every 128 / 256 along K; docs/w4a4-fp8.md); decode steps keep BF16")
+                    "FP32 promotion every 128 / 256 along K; docs/w4a4-fp8.md); decode steps keep BF16; without --w4a4 on a "
+                    "W4A4 checkpoint, or with --exact-numerics, there is nothing for it to change")
         ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8-256"}))
         ->capture_default_str();
     cmd->add_flag("--profile-ops", profile_ops,

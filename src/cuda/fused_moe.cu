@@ -334,7 +334,7 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // 6.27 vs 6.35 / 6.85, where the routed kernels, 5.46, are faster); else the
 // routed decode kernels. Paths 3 and 4 are no longer picked.
 // Shapes the warp-specialized path cannot take (2I or H not a multiple of
-// 256) stay on the routed path.
+// 256) take the mma.sync prefill tiles when 2I % 128 == 0, else the routed path.
 // W4A4 MMA choice on the prefill paths (MoeConfig::w4a4_mma): BF16 MMAs on
 // quantize-dequantized activations unless FP8 is forced. Measured on H200
 // (bench/mxfp4/results-w4a4-fp8-2026-11-30.md, run 4): at 8192 Kimi tokens FP8
@@ -350,8 +350,9 @@ int choose_w4a4_mma(int requested) { return requested ? requested : 1; }
 constexpr int kDirectAutoPairs = 16;
 int choose_path(int pairs, int E, int H, int I) {
   if (pairs <= kDirectAutoPairs) return kDirectPath;
-  if ((2 * I) % 256 || H % 256) return kRouted;
-  return pairs >= 32 * E ? kWsPath : kRouted;
+  if (pairs < 32 * E) return kRouted;
+  if ((2 * I) % 256 == 0 && H % 256 == 0) return kWsPath;
+  return (2 * I) % 128 == 0 ? kPrefillPath : kRouted;  // shapes path 5 cannot take
 }
 
 template <bool kBig, int kDepth, bool kDirect>
@@ -458,7 +459,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   }
   if (path != kDirectPath) {
     route_kernel<<<1, kRouteThreads, 0, stream>>>(topk_ids, pairs, E, s,
-                                                  path == kPrefillPath || path == kWgmmaPath || path == kWsPath);
+                                                  prefill_path);
     MX_CUDA_CHECK(cudaGetLastError());
   }
   if (fp8)

@@ -1,11 +1,10 @@
 // Prefill path of the fused MoE on Hopper's warpgroup MMA (wgmma, sm_90a),
 // MoeConfig::path 4: gate_up on wgmma with wide pair tiles, down on the
 // mma.sync tiles of fused_moe_prefill.cu. The warp-specialized path 5
-// (fused_moe_ws.cu) replaced it in the auto rule; it stays for W4A4 with BF16
-// MMAs (MoeConfig::w4a4_mma 1), which needs h in natural column order (path 5
-// hands such calls here).
+// (fused_moe_ws.cu) replaced it in the auto rule (W4A4 included); it stays
+// selectable (MoeConfig::path 4, --moe-kernel prefill-wgmma) for comparison.
 //   * Wide tiles: after the router cut each expert's pairs into tiles of 64,
-//     tile_map_kernel rewrites the tile map into tiles of up to 256 pairs
+//     dev::moe_tile_map_kernel rewrites the tile map into tiles of up to 256 pairs
 //     (Kimi at 8192 tokens: ~170 pairs per expert, so mostly one tile each).
 //     gate_up runs one CTA = 2 warpgroups = 128 weight rows (8 strips of 16,
 //     one per warp) x one wide tile, K in tiles of 64, one CTA per SM (128

@@ -25,7 +25,8 @@ struct MoeScratch {
   int* num_tiles;     // 1
   uint16_t* h;        // T * topk * I (BF16), row = pair
   uint16_t* xq;       // T * H (BF16): W4A4's quantize-dequantized x
-  uint16_t* xp;       // T * H (BF16): x with K permuted (wgmma prefill path)
+  uint16_t* xp;       // T * topk * H BF16: x gathered per pair in chunk layout (path 5), x with K
+                      // permuted (path 4, T * H), or the FP8 path's E4M3 x rows (2H-byte stride)
 };
 
 // W4A4 (MoeWeights::w4a4): quantize-dequantizes h in place, per 32 along I in

@@ -196,8 +196,14 @@ void CudaOps::run_mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int 
     try {
       return mxfp4_gemm(w, x, M, y, stream_, forced);
     } catch (const InvalidArgument& e) {  // thrown by the kernel's checks, before it launches
-      if (refused_gemm_.add(shape))
-        log::warn("--mxfp4-gemm-kernel does not take M={} N={} K={} ({}): auto there", M, w.rows, w.cols, e.what());
+      if (refused_gemm_.add(shape)) {
+        if (refused_gemm_.size() == 1)
+          log::warn("--mxfp4-gemm-kernel does not take M={} N={} K={} ({}): auto there (further shapes it refuses are "
+                    "logged at debug level)",
+                    M, w.rows, w.cols, e.what());
+        else
+          log::debug("--mxfp4-gemm-kernel does not take M={} N={} K={} ({}): auto there", M, w.rows, w.cols, e.what());
+      }
     }
   }
   mxfp4_gemm(w, x, M, y, stream_);

@@ -47,4 +47,9 @@ bool RefusedShapes::add(const Key& key) {
   return keys_.insert(key).second;
 }
 
+size_t RefusedShapes::size() const {
+  std::lock_guard lock(mutex_);
+  return keys_.size();
+}
+
 }  // namespace mx::cuda

@@ -2,8 +2,8 @@
 // rule that applies them: a forced kernel runs every call whose shape it
 // takes; a call it refuses (the kernel's own checks, e.g. the direct MoE path
 // above 64 pairs or kernel 6 above 8 tokens) runs the shape's auto choice,
-// with one warning per refused shape. The kernels' constraints stay in their
-// own code (src/cuda), not repeated here.
+// with a warning for the first refused shape (later ones at debug level). The
+// kernels' constraints stay in their own code (src/cuda), not repeated here.
 #pragma once
 #include <cstdint>
 #include <mutex>
@@ -25,8 +25,9 @@ class RefusedShapes {
  public:
   using Key = std::tuple<int64_t, int64_t, int64_t>;
   bool refused(const Key& key) const;
-  // Records the refusal; returns true the first time (the caller warns then).
+  // Records the refusal; returns true the first time for this key.
   bool add(const Key& key);
+  size_t size() const;
 
  private:
   mutable std::mutex mutex_;
