@@ -31,6 +31,7 @@
 #include "host_layout.h"
 #include "reference_kernels.cuh"
 #include "timing.h"
+#include "device_buffer.h"
 
 namespace mxbench {
 
@@ -38,27 +39,7 @@ namespace {
 
 using namespace mx::cuda;
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-#define CK(x) ck((x), #x)
-
-template <class T>
-struct Buf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Buf(size_t count) : n(count) { CK(cudaMalloc(&p, count * sizeof(T))); }
-  ~Buf() { cudaFree(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void put(const std::vector<T>& h) { CK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-};
+#define CK(x) check_cuda_call((x), #x)
 
 uint64_t g_state = 0;
 uint64_t seed() { return g_state = g_state * 6364136223846793005ull + 1442695040888963407ull; }
@@ -132,19 +113,19 @@ void check_quantizer(cudaStream_t s) {
   for (int K : {7168, 2048}) {
     const int M = 64;
     const std::vector<uint16_t> x = quantizer_input(M, K);
-    Buf<uint16_t> dx(x.size());
-    Buf<uint8_t> q(size_t(M) * 2 * K), sc(size_t(M) * K / 32);
-    dx.put(x);
+    DeviceBuffer<uint16_t> dx(x.size());
+    DeviceBuffer<uint8_t> q(size_t(M) * 2 * K), sc(size_t(M) * K / 32);
+    dx.upload(x);
     CK(cudaMemsetAsync(q.p, 0xFF, q.n, s));
     CK(cudaMemsetAsync(sc.p, 0xFF, sc.n, s));
     w4a4_fp8_quantize_rows(dx.p, M, K, q.p, 2 * int64_t(K), sc.p, s);
-    const std::vector<uint8_t> hq = q.get(), hs = sc.get();
+    const std::vector<uint8_t> hq = q.download(), hs = sc.download();
     long bad = 0;
     for (int r = 0; r < M; ++r)
       bad += check_quantized_row(&x[size_t(r) * K], K, &hq[size_t(r) * 2 * K], &hs[size_t(r) * K / 32]);
     // In place, as the MoE does with h.
     w4a4_fp8_quantize_rows(dx.p, M, K, reinterpret_cast<uint8_t*>(dx.p), 2 * int64_t(K), nullptr, s);
-    const std::vector<uint16_t> inplace = dx.get();
+    const std::vector<uint16_t> inplace = dx.download();
     const uint8_t* ip = reinterpret_cast<const uint8_t*>(inplace.data());
     long bad_in_place = 0;
     for (int r = 0; r < M; ++r)
@@ -186,15 +167,15 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
   MoeSetup m;
   const int E = m.E, H = m.H, I = m.I, topk = m.topk;
   m.c13 = size_t(2 * I) * H / 2, m.s13 = size_t(2 * I) * H / 32, m.c2 = size_t(H) * I / 2, m.s2 = size_t(H) * I / 32;
-  Buf<uint8_t> r13c(m.c13 * E), r13s(m.s13 * E), r2c(m.c2 * E), r2s(m.s2 * E);
+  DeviceBuffer<uint8_t> r13c(m.c13 * E), r13s(m.s13 * E), r2c(m.c2 * E), r2s(m.s2 * E);
   fill_random_bytes(r13c.p, r13c.n, seed(), s);
   fill_random_scales(r13s.p, r13s.n, seed(), 118, 123, s);
   fill_random_bytes(r2c.p, r2c.n, seed(), s);
   fill_random_scales(r2s.p, r2s.n, seed(), 118, 123, s);
-  Buf<uint8_t> p13c(r13c.n), p13s(r13s.n), p2c(r2c.n), p2s(r2s.n);
+  DeviceBuffer<uint8_t> p13c(r13c.n), p13s(r13s.n), p2c(r2c.n), p2s(r2s.n);
   const std::vector<int64_t> order = gate_up_order(I);
-  Buf<int64_t> dorder(order.size());
-  dorder.put(order);
+  DeviceBuffer<int64_t> dorder(order.size());
+  dorder.upload(order);
   for (int e = 0; e < E; ++e) {
     pack_mxfp4_device(r13c.p + e * m.c13, r13s.p + e * m.s13, 2 * I, H, dorder.p, p13c.p + e * m.c13,
                       p13s.p + e * m.s13, s);
@@ -227,18 +208,18 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
         }
         for (int k = 0; k < topk; ++k) wts[(size_t(st) * T + t) * topk + k] /= sum;
       }
-    Buf<int> dids(ids.size());
-    Buf<float> dw(wts.size());
-    dids.put(ids);
-    dw.put(wts);
-    Buf<uint16_t> x(size_t(sets) * T * H), xo(size_t(T) * H);
+    DeviceBuffer<int> dids(ids.size());
+    DeviceBuffer<float> dw(wts.size());
+    dids.upload(ids);
+    dw.upload(wts);
+    DeviceBuffer<uint16_t> x(size_t(sets) * T * H), xo(size_t(T) * H);
     fill_random_bf16(x.p, x.n, seed(), 1.0f, s);
     CK(cudaMemcpyAsync(xo.p, x.p, xo.n * 2, cudaMemcpyDeviceToDevice, s));
     outlier_kernel<<<(T + 255) / 256, 256, 0, s>>>(xo.p, T, H);
     CK(cudaGetLastError());
-    Buf<float> out(size_t(sets) * T * H);
+    DeviceBuffer<float> out(size_t(sets) * T * H);
     const size_t ws_bytes = fused_moe_workspace_bytes(w, T, topk);
-    Buf<uint8_t> ws(ws_bytes * sets);
+    DeviceBuffer<uint8_t> ws(ws_bytes * sets);
     const double flops = 6.0 * T * topk * double(H) * I;
     std::vector<int> check;
     for (int t = 0; t < T; t += std::max(1, T / 32)) check.push_back(t);
@@ -247,8 +228,8 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
     // set 0's tokens in `check`: W4A4 contract and W4A16.
     auto reference = [&](const uint16_t* xin, bool w4a4) {
       std::vector<double> ref(check.size() * size_t(H), 0.0);
-      Buf<float> gu(2 * I), y(H);
-      Buf<uint16_t> xq(H), h(I);
+      DeviceBuffer<float> gu(2 * I), y(H);
+      DeviceBuffer<uint16_t> xq(H), h(I);
       for (size_t ci = 0; ci < check.size(); ++ci) {
         const int t = check[ci];
         const uint16_t* xt = xin + size_t(t) * H;
@@ -262,7 +243,7 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
           reference_silu_mul(gu.p, I, h.p, s);
           if (w4a4) mxfp4_qdq_activations(h.p, h.p, 1, I, s);
           reference_linear(r2c.p + e * m.c2, r2s.p + e * m.s2, H, I, h.p, 1, y.p, s);
-          const std::vector<float> hy = y.get();
+          const std::vector<float> hy = y.download();
           for (int n = 0; n < H; ++n) ref[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
         }
       }
@@ -289,8 +270,8 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
                                 {"W4A16 auto", false, 0, 0},
                                 {"W4A4 BF16 qdq, path 4", true, 4, 1}};
     {  // The two quantizer launches of the FP8 path alone (x, and h in place).
-      Buf<uint8_t> q(size_t(T) * 2 * H);
-      Buf<uint16_t> h(size_t(T) * topk * I);
+      DeviceBuffer<uint8_t> q(size_t(T) * 2 * H);
+      DeviceBuffer<uint16_t> h(size_t(T) * topk * I);
       fill_random_bf16(h.p, h.n, seed(), 1.0f, s);
       const double ux = median_us([&](int) { w4a4_fp8_quantize_rows(x.p, T, H, q.p, 2 * int64_t(H), nullptr, s); }, 20, s);
       const double uh = median_us([&](int) {
@@ -304,9 +285,9 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
       const bool outliers = xin == xo.p;
       const std::vector<double> ref4 = reference(xin, true), ref16 = reference(xin, false);
       if (outliers) {  // blocks of x beyond the exact window
-        Buf<uint8_t> q(size_t(T) * 2 * H), sc(size_t(T) * H / 32);
+        DeviceBuffer<uint8_t> q(size_t(T) * 2 * H), sc(size_t(T) * H / 32);
         w4a4_fp8_quantize_rows(xin, T, H, q.p, 2 * int64_t(H), sc.p, s);
-        const std::vector<uint8_t> hq = q.get(), hs = sc.get();
+        const std::vector<uint8_t> hq = q.download(), hs = sc.download();
         long beyond = 0, rows_beyond = 0;
         for (int t = 0; t < T; ++t) {
           const int smax = hq[size_t(t) * 2 * H + H];
@@ -332,7 +313,7 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
         CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
         CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
         step(0, xin);
-        const std::vector<float> got = out.get();
+        const std::vector<float> got = out.download();
         long nan = 0;
         for (size_t i = 0; i < size_t(T) * H; ++i) nan += std::isnan(got[i]);
         const double e4 = rel(got, ref4), e16 = rel(got, ref16);

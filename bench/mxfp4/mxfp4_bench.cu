@@ -38,6 +38,7 @@
 #include "host_layout.h"
 #include "reference_kernels.cuh"
 #include "timing.h"
+#include "device_buffer.h"
 #include "bench_w4a4_fp8.h"
 
 namespace {
@@ -45,33 +46,7 @@ namespace {
 using namespace mx::cuda;
 using namespace mxbench;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-#define CK(x) check((x), #x)
-
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceBuffer(size_t count = 0) { resize(count); }
-  void resize(size_t count) {
-    if (p) cudaFree(p);
-    p = nullptr;
-    n = count;
-    if (count) CK(cudaMalloc(&p, count * sizeof(T)));
-  }
-  ~DeviceBuffer() { if (p) cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    // The bench stream is non-blocking: a plain cudaMemcpy would not wait for it.
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+#define CK(x) check_cuda_call((x), #x)
 
 struct Row {  // one result line
   std::string kernel, shape, mode, note;
