@@ -82,26 +82,9 @@ long check_quantized_row(const uint16_t* x, int K, const uint8_t* q, const uint8
 // (all equal, one outlier, subnormal range, E2M1 midpoints, zeros) and rows
 // with one block 2^20 above the rest (the others fold beyond the window).
 std::vector<uint16_t> quantizer_input(int M, int K) {
-  std::vector<uint16_t> x(size_t(M) * K);
+  std::vector<uint16_t> x = quantizer_check_input(M, K, seed(), 96);
   std::mt19937_64 rng(seed());
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (auto& v : x) v = mx::f32_to_bf16(nd(rng) * std::exp2(float(int(rng() % 40) - 20)));
-  const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f, 6.f, 7.f};
-  for (int b = 0; b < 96 && b < M * K / 32; ++b) {
-    uint16_t* blk = x.data() + size_t(b) * 32;
-    for (int i = 0; i < 32; ++i) {
-      float v;
-      switch (b % 6) {
-        case 0: v = 1.5f; break;
-        case 1: v = i == 0 ? 1000.f : 0.01f * (i - 16); break;
-        case 2: v = std::ldexp(float(i - 16), -135); break;
-        case 3: v = mids[i % 9] * ((i & 1) ? -1.f : 1.f); break;
-        case 4: v = (i == 3) ? 6.f * 4 : mids[i % 9] * 4; break;
-        default: v = 0.f; break;
-      }
-      blk[i] = mx::f32_to_bf16(v);
-    }
-  }
   for (int r = M - 4; r < M; ++r) {
     for (int k = 0; k < K; ++k) x[size_t(r) * K + k] = mx::f32_to_bf16(nd(rng));
     x[size_t(r) * K + 40] = mx::f32_to_bf16(std::ldexp(1.f, 20));

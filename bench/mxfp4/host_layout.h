@@ -12,4 +12,10 @@ bool host_pack(const std::vector<uint8_t>& codes, const std::vector<uint8_t>& sc
 
 std::vector<int64_t> gate_up_order(int64_t intermediate);
 
+// BF16 activations [M, K] for the W4A4 quantizers' bit-exactness checks: random
+// values with exponents spread over 2^-20..2^20, then the first `adversarial`
+// 32-blocks (at most M * K / 32) cycle through all equal, one outlier,
+// subnormal range, E2M1 midpoints of both signs, midpoints x 4 with a 24, zeros.
+std::vector<uint16_t> quantizer_check_input(int M, int K, uint64_t seed, int adversarial);
+
 }  // namespace mxbench

@@ -117,27 +117,7 @@ uint64_t next_seed() { return g_seed = g_seed * 6364136223846793005ull + 1442695
 // random and adversarial blocks.
 void check_quantizer(cudaStream_t s) {
   const int M = 64, K = 7168;
-  std::vector<uint16_t> x(size_t(M) * K);
-  std::mt19937_64 rng(next_seed());
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (auto& v : x) v = mx::f32_to_bf16(nd(rng) * std::exp2(float(int(rng() % 40) - 20)));
-  // Adversarial blocks: all equal, one outlier, subnormals, exact E2M1 midpoints.
-  const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f, 6.f, 7.f};
-  for (int b = 0; b < 64; ++b) {
-    uint16_t* blk = x.data() + size_t(b) * 32;
-    for (int i = 0; i < 32; ++i) {
-      float v;
-      switch (b % 6) {
-        case 0: v = 1.5f; break;
-        case 1: v = i == 0 ? 1000.f : 0.01f * (i - 16); break;
-        case 2: v = std::ldexp(float(i - 16), -135); break;
-        case 3: v = mids[i % 9] * ((i & 1) ? -1.f : 1.f); break;
-        case 4: v = (i == 3) ? 6.f * 4 : mids[i % 9] * 4; break;
-        default: v = 0.f; break;
-      }
-      blk[i] = mx::f32_to_bf16(v);
-    }
-  }
+  const std::vector<uint16_t> x = quantizer_check_input(M, K, next_seed(), 64);
   DeviceBuffer<uint16_t> dx(x.size()), dq(x.size());
   CK(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(dq.p, 0xFF, x.size() * 2));
