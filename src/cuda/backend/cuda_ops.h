@@ -70,6 +70,10 @@ class CudaOps : public Ops {
   std::vector<std::string> gpu_ops() const;
 
   cudaStream_t stream() const { return stream_; }
+  // Shapes a forced MXFP4 GEMM kernel / MoE choice refused so far (they ran
+  // on the automatic choice; kernel_choice.h).
+  size_t refused_forced_gemm_shapes() const { return refused_gemm_.size(); }
+  size_t refused_forced_moe_sizes() const { return refused_moe_.size(); }
   // A device copy of a host tensor (a device tensor is returned as is).
   Tensor to_device(const Tensor& t);
 
