@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/causal_lm.h"
+#include "ops/kernel_names.h"
 
 namespace mx::cli {
 
@@ -28,22 +29,22 @@ struct BackendFlags {
         ->capture_default_str();
     cmd->add_option("--mxfp4-gemm-kernel", mxfp4_gemm_kernel,
                     "with --device cuda: force the MXFP4 dense GEMM kernel wherever it takes the shape (auto elsewhere, "
-                    "the first refused shape warned): auto, strip, strip-ring, tiled, strip-bulk, strip-batched, "
-                    "strip-batched-tight, wgmma (docs/kernels.md)")
-        ->check(CLI::IsMember({"auto", "strip", "strip-ring", "tiled", "strip-bulk", "strip-batched",
-                               "strip-batched-tight", "wgmma"}))
+                    "the first refused shape warned): " +
+                        join_names(mxfp4_gemm_kernel_names()) + " (docs/kernels.md)")
+        ->check(CLI::IsMember(mxfp4_gemm_kernel_names()))
         ->capture_default_str();
     cmd->add_option("--moe-kernel", moe_kernel,
                     "with --device cuda: force the fused-MoE path wherever it takes the step (auto elsewhere, the first "
-                    "refused size warned): auto, routed, direct, prefill-tiles, prefill-wgmma, prefill-ws (docs/kernels.md)")
-        ->check(CLI::IsMember({"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}))
+                    "refused size warned): " +
+                        join_names(moe_kernel_names()) + " (docs/kernels.md)")
+        ->check(CLI::IsMember(moe_kernel_names()))
         ->capture_default_str();
     cmd->add_option("--w4a4-mma", w4a4_mma,
                     "with --device cuda --w4a4: the fused MoE's prefill MMAs: auto (bf16), bf16 (quantize-dequantized "
                     "activations on BF16 tensor cores), fp8 / fp8-256 (block scales folded into E4M3, FP8 tensor cores, "
                     "FP32 promotion every 128 / 256 along K; docs/w4a4-fp8.md); decode steps keep BF16; without --w4a4 on a "
                     "W4A4 checkpoint, or with --exact-numerics, there is nothing for it to change")
-        ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8-256"}))
+        ->check(CLI::IsMember(w4a4_mma_names()))
         ->capture_default_str();
     cmd->add_flag("--profile-ops", profile_ops,
                   "time every op of the forward pass on the device's clock (CUDA events on a GPU) and log, at "

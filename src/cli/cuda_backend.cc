@@ -3,7 +3,7 @@
 // `--device cuda` answers that the build has no CUDA.
 #ifdef MXSERVE_HAVE_CUDA
 #include "cuda/backend/cuda_ops.h"
-#include "cuda/backend/kernel_choice.h"
+#include "ops/kernel_names.h"
 #include "ops/backend_registry.h"
 
 namespace {
@@ -14,9 +14,9 @@ std::unique_ptr<mx::Ops> make_cuda_backend(const mx::BackendOptions& options) {
   cuda.poison_outputs = options.poison_outputs;
   cuda.f32_activations = options.exact_numerics;
   cuda.attention_kernel = mx::cuda::parse_attention_kernel(options.attention_kernel);
-  cuda.mxfp4_gemm_kernel = mx::cuda::parse_mxfp4_gemm_kernel(options.mxfp4_gemm_kernel);
-  cuda.moe_path = mx::cuda::parse_moe_kernel(options.moe_kernel);
-  cuda.w4a4_mma = mx::cuda::parse_w4a4_mma(options.w4a4_mma);
+  cuda.mxfp4_gemm_kernel = mx::parse_mxfp4_gemm_kernel(options.mxfp4_gemm_kernel);
+  cuda.moe_path = mx::parse_moe_kernel(options.moe_kernel);
+  cuda.w4a4_mma = mx::parse_w4a4_mma(options.w4a4_mma);
   return mx::cuda::make_cuda_ops(options.activation_mode, cuda);
 }
 

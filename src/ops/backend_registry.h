@@ -22,7 +22,7 @@ struct BackendOptions {
   bool exact_numerics = false;
   // CUDA attention kernel family: auto | generic | tensor-core | mla-decode.
   std::string attention_kernel = "auto";
-  // CUDA MXFP4 kernels forced where they take the shape (cuda/backend/kernel_choice.h):
+  // CUDA MXFP4 kernels forced where they take the shape (names: ops/kernel_names.h; rule: cuda/backend/kernel_choice.h):
   // --mxfp4-gemm-kernel (auto | strip | ... | wgmma) and --moe-kernel (auto | routed | ...).
   std::string mxfp4_gemm_kernel = "auto";
   std::string moe_kernel = "auto";

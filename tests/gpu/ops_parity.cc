@@ -33,11 +33,11 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cuda/backend/cuda_ops.h"
-#include "cuda/backend/kernel_choice.h"
 #include "cuda/backend/device_memory.h"
 #include "model/causal_lm.h"
 #include "model/greedy.h"
 #include "ops/backend_registry.h"
+#include "ops/kernel_names.h"
 #include "ops/ops.h"
 #include "quant/fp8_block.h"
 #include "quant/int4_group.h"
@@ -404,12 +404,12 @@ void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu
 
 // --mxfp4-gemm-kernel / --moe-kernel: each forced kernel through CudaOps on
 // shapes it takes and shapes it refuses (those fall back to auto with a
-// warning), against the CPU. Names from cuda/backend/kernel_choice.h.
+// warning), against the CPU. Names from ops/kernel_names.h.
 void forced_kernel_cases(Harness& h) {
   cuda::CudaOpsOptions opt;
   opt.poison_outputs = true;
   for (const char* name : {"strip", "strip-ring", "tiled", "strip-bulk", "strip-batched", "strip-batched-tight", "wgmma"}) {
-    opt.mxfp4_gemm_kernel = cuda::parse_mxfp4_gemm_kernel(name);
+    opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel(name);
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 2048, 7168}, {12, 1024, 1024}, {64, 1024, 2048}}) {
       LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
@@ -431,7 +431,7 @@ void forced_kernel_cases(Harness& h) {
   const int64_t E = 16, H = 256, I = 128, k = 4;
   std::vector<ExpertWeights> mx = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, false);
   for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
-    opt.moe_path = cuda::parse_moe_kernel(name);
+    opt.moe_path = parse_moe_kernel(name);
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
     for (int64_t T : {int64_t(1), int64_t(40)}) {  // 40 x 4 pairs: above the direct path's 64
       RoutingParams p;
@@ -455,8 +455,8 @@ void w4a4_prefill_cases(Harness& h, Ops& cpu4) {
                            {"bf16", "prefill-ws"}}) {
     cuda::CudaOpsOptions opt;
     opt.poison_outputs = true;
-    opt.moe_path = cuda::parse_moe_kernel(path);
-    opt.w4a4_mma = cuda::parse_w4a4_mma(mma);
+    opt.moe_path = parse_moe_kernel(path);
+    opt.w4a4_mma = parse_w4a4_mma(mma);
     cuda::CudaOps gpu4(ActivationMode::W4A4, opt);
     for (int64_t T : {int64_t(1), int64_t(40)}) {
       RoutingParams p;

@@ -13,12 +13,7 @@
 
 namespace mx::cuda {
 
-// Names -> GemmConfig::kernel / MoeConfig::path (0 = auto). Unknown names
-// throw InvalidArgument listing the valid ones.
-int parse_mxfp4_gemm_kernel(const std::string& name);
-int parse_moe_kernel(const std::string& name);
-// --w4a4-mma -> MoeConfig::w4a4_mma: auto 0, bf16 1, fp8 2, fp8-256 3.
-int parse_w4a4_mma(const std::string& name);
+// The flags' names and their numbers: ops/kernel_names.h.
 
 // Shapes a forced choice refused, so each is tried (and warned about) once.
 class RefusedShapes {
