@@ -32,6 +32,7 @@
 #include "reference_kernels.cuh"
 #include "timing.h"
 #include "device_buffer.h"
+#include "moe_weights.h"
 
 namespace mxbench {
 
@@ -135,7 +136,6 @@ __global__ void outlier_kernel(uint16_t* x, int T, int H) {
 
 struct MoeSetup {
   int E = 384, H = 7168, I = 2048, topk = 8;
-  size_t c13, s13, c2, s2;
 };
 
 }  // namespace
@@ -149,29 +149,8 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
   check_quantizer(s);
   MoeSetup m;
   const int E = m.E, H = m.H, I = m.I, topk = m.topk;
-  m.c13 = size_t(2 * I) * H / 2, m.s13 = size_t(2 * I) * H / 32, m.c2 = size_t(H) * I / 2, m.s2 = size_t(H) * I / 32;
-  DeviceBuffer<uint8_t> r13c(m.c13 * E), r13s(m.s13 * E), r2c(m.c2 * E), r2s(m.s2 * E);
-  fill_random_bytes(r13c.p, r13c.n, seed(), s);
-  fill_random_scales(r13s.p, r13s.n, seed(), 118, 123, s);
-  fill_random_bytes(r2c.p, r2c.n, seed(), s);
-  fill_random_scales(r2s.p, r2s.n, seed(), 118, 123, s);
-  DeviceBuffer<uint8_t> p13c(r13c.n), p13s(r13s.n), p2c(r2c.n), p2s(r2s.n);
-  const std::vector<int64_t> order = gate_up_order(I);
-  DeviceBuffer<int64_t> dorder(order.size());
-  dorder.upload(order);
-  for (int e = 0; e < E; ++e) {
-    pack_mxfp4_device(r13c.p + e * m.c13, r13s.p + e * m.s13, 2 * I, H, dorder.p, p13c.p + e * m.c13,
-                      p13s.p + e * m.s13, s);
-    pack_mxfp4_device(r2c.p + e * m.c2, r2s.p + e * m.s2, H, I, nullptr, p2c.p + e * m.c2, p2s.p + e * m.s2, s);
-  }
-  MoeWeights w;
-  w.w13_codes = p13c.p;
-  w.w13_scales = p13s.p;
-  w.w2_codes = p2c.p;
-  w.w2_scales = p2s.p;
-  w.experts = E;
-  w.hidden = H;
-  w.intermediate = I;
+  const BenchMoeWeights mw(E, H, I, [] { return seed(); }, s);
+  const MoeWeights& w = mw.w;
   std::mt19937_64 rng(seed());
   for (int T : tokens) {
     const int sets = 2;
@@ -222,10 +201,10 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
         }
         for (int k = 0; k < topk; ++k) {
           const int e = ids[size_t(t) * topk + k];
-          reference_linear(r13c.p + e * m.c13, r13s.p + e * m.s13, 2 * I, H, xt, 1, gu.p, s);
+          reference_linear(mw.r13c.p + e * mw.c13, mw.r13s.p + e * mw.s13, 2 * I, H, xt, 1, gu.p, s);
           reference_silu_mul(gu.p, I, h.p, s);
           if (w4a4) mxfp4_qdq_activations(h.p, h.p, 1, I, s);
-          reference_linear(r2c.p + e * m.c2, r2s.p + e * m.s2, H, I, h.p, 1, y.p, s);
+          reference_linear(mw.r2c.p + e * mw.c2, mw.r2s.p + e * mw.s2, H, I, h.p, 1, y.p, s);
           const std::vector<float> hy = y.download();
           for (int n = 0; n < H; ++n) ref[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
         }

@@ -39,6 +39,7 @@
 #include "reference_kernels.cuh"
 #include "timing.h"
 #include "device_buffer.h"
+#include "moe_weights.h"
 #include "bench_w4a4_fp8.h"
 
 namespace {
@@ -268,29 +269,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
 // Fused MoE, Kimi-K2.5 layer shape.
 void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
   const int H = 7168, I = 2048, topk = 8;
-  const size_t c13 = size_t(2 * I) * H / 2, s13 = size_t(2 * I) * H / 32;
-  const size_t c2 = size_t(H) * I / 2, s2 = size_t(H) * I / 32;
-  DeviceBuffer<uint8_t> r13c(c13 * E), r13s(s13 * E), r2c(c2 * E), r2s(s2 * E);
-  fill_random_bytes(r13c.p, r13c.n, next_seed(), s);
-  fill_random_scales(r13s.p, r13s.n, next_seed(), 118, 123, s);
-  fill_random_bytes(r2c.p, r2c.n, next_seed(), s);
-  fill_random_scales(r2s.p, r2s.n, next_seed(), 118, 123, s);
-  DeviceBuffer<uint8_t> p13c(r13c.n), p13s(r13s.n), p2c(r2c.n), p2s(r2s.n);
-  const std::vector<int64_t> order = mxbench::gate_up_order(I);
-  DeviceBuffer<int64_t> dorder(order.size());
-  CK(cudaMemcpy(dorder.p, order.data(), order.size() * 8, cudaMemcpyHostToDevice));
-  for (int e = 0; e < E; ++e) {
-    pack_mxfp4_device(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, dorder.p, p13c.p + e * c13, p13s.p + e * s13, s);
-    pack_mxfp4_device(r2c.p + e * c2, r2s.p + e * s2, H, I, nullptr, p2c.p + e * c2, p2s.p + e * s2, s);
-  }
-  MoeWeights w;
-  w.w13_codes = p13c.p;
-  w.w13_scales = p13s.p;
-  w.w2_codes = p2c.p;
-  w.w2_scales = p2s.p;
-  w.experts = E;
-  w.hidden = H;
-  w.intermediate = I;
+  const BenchMoeWeights mw(E, H, I, [] { return next_seed(); }, s);
+  const MoeWeights& w = mw.w;
   std::mt19937_64 rng(next_seed());
   for (int T : Ts) {
     // Routing sets (rotated while timing): distinct experts per token, positive
@@ -345,10 +325,10 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
         for (int k = 0; k < topk; ++k) {
           const int e = ids[size_t(t) * topk + k];
           for (int q = 0; q < 2; ++q) {
-            reference_linear(r13c.p + e * c13, r13s.p + e * s13, 2 * I, H, q ? xq.p : x.p + size_t(t) * H, 1, gu.p, s);
+            reference_linear(mw.r13c.p + e * mw.c13, mw.r13s.p + e * mw.s13, 2 * I, H, q ? xq.p : x.p + size_t(t) * H, 1, gu.p, s);
             reference_silu_mul(gu.p, I, h.p, s);
             if (q) mxfp4_qdq_activations(h.p, h.p, 1, I, s);
-            reference_linear(r2c.p + e * c2, r2s.p + e * s2, H, I, h.p, 1, y.p, s);
+            reference_linear(mw.r2c.p + e * mw.c2, mw.r2s.p + e * mw.s2, H, I, h.p, 1, y.p, s);
             hy = y.download();
             std::vector<double>& rq = q ? ref4 : ref;
             for (int n = 0; n < H; ++n) rq[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
