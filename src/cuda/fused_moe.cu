@@ -453,7 +453,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   // keep BF16 MMAs, so one setting serves every step of a server.
   const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
   const bool fp8 = w.w4a4 && prefill_path && w4a4_mma >= 2;
-  if (w.w4a4 && !fp8) {  // gate_up reads the quantize-dequantized x on every path
+  if (w.w4a4 && !fp8 && !config.x_quantized) {  // gate_up reads the quantize-dequantized x on every path
     mxfp4_qdq_activations(x, s.xq, T, H, stream);
     x = s.xq;
   }

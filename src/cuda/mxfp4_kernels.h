@@ -120,6 +120,10 @@ struct MoeConfig {
   // paths 1-2 keep BF16 MMAs); 3 = as 2, FP32 every 256 along K; 0 = auto: 1 (FP8
   // measured faster only at 8192 tokens, and less exact: docs/w4a4-fp8.md).
   int w4a4_mma = 0;
+  // W4A4: the caller passes x already quantize-dequantized per 32 (CudaOps
+  // quantizes it from F32), so the kernels' own pass over x is skipped (the
+  // quantizer is idempotent: it would leave the values unchanged).
+  bool x_quantized = false;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);

@@ -167,7 +167,7 @@ Tensor CudaOps::fused_moe(const Tensor& x_in, const std::vector<ExpertWeights>& 
   Tensor x = to_device(x_in), ids = to_device(r.expert_ids), weights = to_device(r.weights);
   Tensor xb = fresh(DType::BF16, {tokens, w.hidden});
   // W4A4: quantized from F32 here so that x's codes equal the CPU's; the
-  // kernel's own quantizer then leaves these values unchanged (idempotent).
+  // kernel is told (MoeConfig::x_quantized) and does not quantize again.
   if (w.w4a4) launch_mxfp4_qdq_f32_to_bf16(f32(x), x.numel(), reinterpret_cast<uint16_t*>(xb.raw()), stream_);
   else launch_f32_to_bf16(f32(x), x.numel(), reinterpret_cast<uint16_t*>(xb.raw()), stream_);
   check_launch("fused_moe");
@@ -220,7 +220,9 @@ Tensor CudaOps::fused_moe_generic(const Tensor& x_in, const std::vector<ExpertWe
 void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* ids, const float* weights, int T,
                             int topk, float* out, void* workspace) {
   const RefusedShapes::Key size{T, topk, w.experts};
-  MoeConfig forced;
+  MoeConfig automatic;
+  automatic.x_quantized = w.w4a4;  // fused_moe quantized x from F32 already
+  MoeConfig forced = automatic;
   forced.path = options_.moe_path;
   forced.w4a4_mma = options_.w4a4_mma;  // FP8 applies to the prefill paths; decode paths stay BF16
   if ((forced.path || forced.w4a4_mma) && !refused_moe_.refused(size)) {
@@ -239,7 +241,7 @@ void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* i
       }
     }
   }
-  fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_);
+  fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, automatic);
 }
 
 }  // namespace mx::cuda
