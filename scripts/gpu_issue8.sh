@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue #8's kernels in one device call: the MXFP4 bench's decode, dense and
+# MoE-prefill parts (each row checked against the element-wise reference on
+# fresh random inputs with NaN-poisoned outputs, timed beside the byte floor
+# from the copy bandwidth measured in the same process), the same-call peers
+# (Triton dot_scaled, cuBLAS BF16, torch BF16 grouped GEMM), the correctness
+# verdict (bench/mxfp4/report.py: exit 1 on a row over its bound) and, last,
+# the targets as a short table (bench/mxfp4/scorecard.py).
+#   scripts/gpu_issue8.sh --bench MXFP4_BENCH --peers mxfp4_peers.py [--out DIR] [--no-prefill] [--no-peers]
+# Built elsewhere and carried (scripts/gpu_bundle.sh): MXFP4_BENCH is the
+# binary's name on PATH after gpu_unbundle.sh, e.g. --bench mxfp4_bench.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bench="" peers="" out=${OUT:-/tmp/mx-issue8} prefill=1 with_peers=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bench) bench=$2; shift 2 ;;
+    --peers) peers=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --no-prefill) prefill=0; shift ;;
+    --no-peers) with_peers=0; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n "$bench" ]] || { echo "--bench is required" >&2; exit 2; }
+[[ $with_peers == 0 || -f "$peers" ]] || { echo "--peers FILE (mxfp4_peers.py) is required, or --no-peers" >&2; exit 2; }
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+echo "date: $(date -u +%FT%TZ)" | tee -a "$out/gpu.txt"
+parts=(decode dense)
+[[ $prefill == 1 ]] && parts+=(moe-prefill)
+for part in "${parts[@]}"; do
+  echo "=== mxfp4_bench --$part"
+  timeout 300 "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1 || echo "BENCH --$part FAILED (exit $?): see $part.log"
+  grep -c '"kernel"' "$out/$part.jsonl" 2>/dev/null | sed 's/^/rows: /'
+done
+jsonl=()
+for part in "${parts[@]}"; do [[ -f "$out/$part.jsonl" ]] && jsonl+=("$out/$part.jsonl"); done
+cat "${jsonl[@]}" >"$out/bench.jsonl"
+peer_files=()
+if [[ $with_peers == 1 ]]; then
+  echo "=== peers"
+  moe_tokens=(1 2 8 40)
+  [[ $prefill == 1 ]] && moe_tokens+=(8192)
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/mxfp4/peers_run.py --peers "$peers" --decode --moe-tokens "${moe_tokens[@]}" \
+    --json "$out/peers-decode.jsonl" >"$out/peers.log" 2>&1 || echo "peers --decode failed (see peers.log)"
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/mxfp4/peers_run.py --peers "$peers" --dense --json "$out/peers-dense.jsonl" \
+    >>"$out/peers.log" 2>&1 || echo "peers --dense failed (see peers.log)"
+  for f in "$out"/peers-*.jsonl; do [[ -f "$f" ]] && peer_files+=("$f"); done
+  cat "${peer_files[@]}" >"$out/peers.jsonl" 2>/dev/null
+fi
+echo "=== verdict"
+python3 bench/mxfp4/report.py "$out/bench.jsonl" ${peer_files[@]+"$out/peers.jsonl"} >"$out/table.md"
+rc=$?
+tail -4 "$out/table.md"
+echo
+echo "=== issue #8 targets ($(head -2 "$out/gpu.txt" | tail -1 | cut -d, -f1), $(tail -1 "$out/gpu.txt"))"
+python3 bench/mxfp4/scorecard.py "$out/bench.jsonl" ${peer_files[@]+"$out/peers.jsonl"} | tee "$out/scorecard.md"
+exit $rc
