@@ -345,6 +345,8 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       const char* label;
       int path, down_ks, loads, pdl;
       bool w4a4 = false;  // MoeWeights::w4a4: checked against ref4
+      int ws_down = 0;    // MoeConfig::ws_down_epilogue (path 5)
+      int ws_depth = 0;    // MoeConfig::ws_gate_up_depth (path 5)
     };
     std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
     if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
@@ -362,12 +364,29 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
     if (T >= 512) variants.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
     if (T >= 512) variants.push_back({"prefill on wgmma, warp-specialized", 5, 0, 0, 0});
+    // Path 5's gate_up pipeline depth x down epilogue (MoeConfig::ws_gate_up_depth,
+    // ws_down_epilogue); (1, 1) is path 5 as of 2026-11-30.
+    for (int depth : {1, 2})
+      for (int down : {1, 2})
+        for (bool w4a4 : {false, true}) {
+          if (T < 512 || (w4a4 && (T < 2048 || depth != down))) continue;
+          static const char* const labels[2][2] = {
+              {"warp-specialized, gate_up wait_group 1, down atomics (2026-11-30)",
+               "warp-specialized, gate_up wait_group 1, down deferred"},
+              {"warp-specialized, gate_up wait_group 2, down atomics",
+               "warp-specialized, gate_up wait_group 2, down deferred"}};
+          Variant v{labels[depth - 1][down - 1], 5, 0, 0, 0, w4a4, down};
+          v.ws_depth = depth;
+          variants.push_back(v);
+        }
     for (const Variant& v : variants) {
       MoeConfig cfg;
       cfg.path = v.path;
       cfg.down_k_slices = v.down_ks;
       cfg.weight_loads = v.loads;
       cfg.pdl = v.pdl;
+      cfg.ws_down_epilogue = v.ws_down;
+      cfg.ws_gate_up_depth = v.ws_depth;
       MoeWeights wv = w;
       wv.w4a4 = v.w4a4;
       const std::vector<double>& rv = v.w4a4 ? ref4 : ref;
@@ -412,7 +431,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       // Graph rows for auto and the bulk variants.
       // Prefill sizes: the warp-specialized path only (its host-side tensor maps
       // must be captured by value).
-      if (T >= 512 ? v.path != 5 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3)) continue;
+      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3)) continue;
       // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
       cudaGraph_t graph;
       cudaGraphExec_t exec;

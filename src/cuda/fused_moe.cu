@@ -465,7 +465,9 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   if (fp8)
     return launch_moe_prefill_fp8(w, x, T, topk, topk_weights, out, s, stream, w4a4_mma == 2 ? 2 : 4);
   if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);
-  if (path == kWsPath) return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream);
+  if (path == kWsPath)
+    return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream, config.ws_down_epilogue,
+                                 config.ws_gate_up_depth);
   if (path == kWgmmaPath)
     return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
   auto run = [&](auto big) {

@@ -22,10 +22,15 @@
 //     CTA-wide barrier in the K loop.
 //   * Epilogues: gate_up writes h = SiLU(gate) * up through a per-warpgroup
 //     staging area (16 KB) so that the global stores are whole 16-byte rows
-//     of the chunk layout; down adds weight * y into out with FP32 atomics.
+//     of the chunk layout; down adds weight * y into out with FP32 atomics,
+//     either right after the item (kStages ring) or deferred: the item's
+//     results go to shared memory and each warp adds them a step per K tile
+//     of its next item, between its wgmma groups (DeferredAdd, 4-stage ring).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+
+#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
@@ -48,20 +53,41 @@ constexpr int kItemRows = kItemStrips * kStripRows;  // 256
 // compiles against 168 registers, and with 128 accumulators + 2 x 32 A
 // registers it serialized every wgmma (warning C7512).
 constexpr int kConsumerWarps = 8;
+// MoeConfig::ws_down_epilogue when 0: 1 = FP32 atomics after each item,
+// 2 = deferred into the next item's K loop (DeferredAdd). H200, 2026-12-01,
+// one call (bench/mxfp4/results-prefill-2026-12-01.md): 8192 Kimi tokens
+// 15.39 vs 15.77 ms for path 5, 2048 tokens 6.52 vs 6.57.
+constexpr int kAutoDownEpilogue = 2;
+// MoeConfig::ws_gate_up_depth when 0: wgmma groups a gate_up warpgroup keeps
+// in flight while it dequantizes the next (1: 2 A buffers; 2: 3,
+// consume_item_deep). Same call: 2048 tokens 6.43 vs 6.52 ms (with the
+// deferred down), 6.46 vs 6.57 (atomics); 8192 tokens 15.40 vs 15.39 and
+// 15.70 vs 15.77.
+constexpr int kAutoGateUpDepth = 2;
 constexpr int kThreads = kConsumerWarps * 32;
+// Ring depth; tiles are issued kStages - 2 ahead of the one being consumed.
 constexpr int kStages = 7;
-constexpr int kAhead = kStages - 2;  // tiles issued ahead of the one being consumed
+// down with the deferred epilogue: its 128 KB of staged results leave room
+// for 4 stages.
+constexpr int kDeferredStages = 4;
 constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
 constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384
 constexpr int kCodeStage = kItemStrips * kTileCodeBytes;    // 8192
 constexpr int kScaleStage = kItemStrips * kTileScaleBytes;  // 512
 constexpr int kStageBytes = kActStage + kCodeStage + kScaleStage;  // 25088
 constexpr int kStagingBytes = 8 * kChunkBytes;  // gate_up epilogue, per consumer warpgroup
+// down's deferred epilogue: a thread's 128 results of one item, in 32 steps
+// of 4 floats, stored [step][thread] (16 bytes each, conflict-free).
+constexpr int kDrainSteps = 32;
+constexpr int kDrainBytes = kDrainSteps * kThreads * 16;  // 131072
 
-constexpr int smem_bytes(bool gate_up) {
-  return kStages * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) + 2 * kStages * 8;
+constexpr int stages_of(bool deferred) { return deferred ? kDeferredStages : kStages; }
+constexpr int smem_bytes(bool gate_up, bool deferred) {
+  return stages_of(deferred) * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) +
+         (deferred ? kDrainBytes : 0) + 2 * stages_of(deferred) * 8;
 }
-static_assert(smem_bytes(true) <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(smem_bytes(true, false) <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(smem_bytes(false, true) <= 227 * 1024, "shared memory of one SM exceeded");
 
 // xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
 // x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
@@ -194,8 +220,9 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int
       : "memory");
 }
 
-// The copy side of the ring, run by thread 0 between its own MMAs: a cursor
-// over the CTA's (item, K tile) sequence.
+// The copy side of the ring of kS stages, run by thread 0 between its own
+// MMAs: a cursor over the CTA's (item, K tile) sequence.
+template <int kS>
 struct Producer {
   int item, j, st, strip0, start, small;
   uint32_t phase;
@@ -218,13 +245,13 @@ struct Producer {
                                         int row_blocks) {
     if (item >= items) return;
     const uint32_t full = bars + 8 * st;
-    mbar_wait_parity(bars + 8 * (kStages + st), phase ^ 1);
+    mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
     dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
     const uint32_t sb = base + st * kStageBytes;
     tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
     tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
-    if (++st == kStages) st = 0, phase ^= 1;
+    if (++st == kS) st = 0, phase ^= 1;
     if (++j == p.K / kTileK) {
       j = 0;
       item += gridDim.x;
@@ -232,6 +259,16 @@ struct Producer {
     }
   }
 };
+
+// Keeps A fragments live up to here (a read, no new definition: a definition
+// while another buffer's group is in flight made ptxas serialize the wgmmas
+// of the 3-buffer loop, C7513).
+__device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" ::"r"(a[kk][r]) : "memory");
+}
 
 __device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
 #pragma unroll
@@ -245,16 +282,20 @@ __device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
 // groups (m = 0, 1), each dequantized while the previous group runs
 // (wait_group 1), so the A fragments take 2 x 16 registers. (A whole tile
 // double-buffered, 64 registers, left 255 registers with spills in the loop:
-// 89 M local-memory requests per gate_up call, 21.5 ms.)
-template <int NB, bool kBig>
+// 89 M local-memory requests per gate_up call, 21.5 ms.) `pending` adds
+// one step of the previous item's deferred results per K tile while the
+// tile's second group runs (NoPending: nothing). Tiles from j_begin (the
+// tail of consume_item_deep; every earlier tile's stage already given back).
+template <int kS, int NB, bool kBig, class Pending>
 __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uint32_t bars, int wg,
                                              int items, int row_blocks, int& st, uint32_t& phase,
-                                             Producer& prod, float (&acc)[2][64]) {
+                                             Producer<kS>& prod, Pending& pending,
+                                             float (&acc)[2][64], int j_begin = 0) {
   const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kTileK;
   uint32_t a[2][4][4];
   int prev = -1;
-  for (int j = 0; j < KT; ++j) {
+  for (int j = j_begin; j < KT; ++j) {
     mbar_wait_parity(bars + 8 * st, phase);
     const uint32_t sb = base + st * kStageBytes;
     uint4 wv[2];
@@ -276,22 +317,87 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
       for (int kk = 0; kk < 4; ++kk)
         dev::wgmma_rs_bf16<NB>(acc[m], a[m][kk], b_desc<NB>(sb + kk * NB * kChunkBytes));
       dev::wgmma_commit();
+      if (m == 1) pending.step(p, j);  // its REDs issue while both groups run
       dev::wgmma_wait<1>();
       keep_registers(a[m ^ 1]);  // read by the group that just retired
       if (m == 0) {
         // Group (j - 1, 1) retired too: tile j - 1's stage is free.
-        if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kStages + prev));
+        if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
         if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
       }
     }
     prev = st;
-    if (++st == kStages) st = 0, phase ^= 1;
+    if (++st == kS) st = 0, phase ^= 1;
   }
   dev::wgmma_wait<0>();
   dev::fence_accumulators(acc[0]);
   dev::fence_accumulators(acc[1]);
   keep_registers(a[1]);
-  if (lane == 0) mbar_arrive(bars + 8 * (kStages + prev));
+  if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+}
+
+// The same K loop with three A buffers and `wait_group 2`: a warpgroup keeps
+// two groups queued on the tensor pipe while it dequantizes the third
+// (gate_up: 16 registers more, 247 in all). Group q = 2 j + m uses buffer
+// q % 3; the loop runs 3 K tiles per turn so that every index is a constant.
+// Tile j - 1's stage is free once group (j - 1, 1) = q - 2 retired, i.e.
+// after the wait that follows group (j, 1). The last KT % 3 tiles run in
+// consume_item after a wait_group 0: an early exit from the 3-tile turn made
+// ptxas serialize every wgmma (C7513).
+template <int kS, int NB, bool kBig, class Pending>
+__device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base, uint32_t bars, int wg,
+                                                  int items, int row_blocks, int& st, uint32_t& phase,
+                                                  Producer<kS>& prod, Pending& pending,
+                                                  float (&acc)[2][64]) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  const int KT = p.K / kTileK;
+  const int KT3 = KT - KT % 3;
+  uint32_t a[3][4][4];
+  int prev = -1;
+  for (int j0 = 0; j0 < KT3; j0 += 3) {
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+      const int j = j0 + u;
+      mbar_wait_parity(bars + 8 * st, phase);
+      const uint32_t sb = base + st * kStageBytes;
+      uint4 wv[2];
+      uint32_t sc[2];
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int strip = wg * 8 + m * 4 + w;
+        wv[m] = dev::lds128(sb + kActStage + strip * kTileCodeBytes + lane * 16);
+        sc[m] = dev::lds_u16(sb + kActStage + kCodeStage + strip * kTileScaleBytes + (t >> 1) * 16 + 2 * g);
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        uint32_t(&ab)[4][4] = a[(2 * u + m) % 3];  // last read by group q - 3, retired
+        const dev::ScaleMul mul = dev::scale_multipliers<kBig>(sc[m]);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) dev::dequant_fragment<kBig>(dev::word_of(wv[m], kk), mul, ab[kk]);
+        dev::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          dev::wgmma_rs_bf16<NB>(acc[m], ab[kk], b_desc<NB>(sb + kk * NB * kChunkBytes));
+        dev::wgmma_commit();
+        if (m == 1) pending.step(p, j);
+        dev::wgmma_wait<2>();
+        use_registers(a[(2 * u + m + 1) % 3]);  // group q - 2's buffer: retired just now
+        if (m == 1) {
+          if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+          if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
+        }
+      }
+      prev = st;
+      if (++st == kS) st = 0, phase ^= 1;
+    }
+  }
+  dev::wgmma_wait<0>();
+  dev::fence_accumulators(acc[0]);
+  dev::fence_accumulators(acc[1]);
+#pragma unroll
+  for (int b = 0; b < 3; ++b) use_registers(a[b]);
+  if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+  consume_item<kS, NB, kBig>(p, base, bars, wg, items, row_blocks, st, phase, prod, pending, acc, KT3);
 }
 
 // gate_up epilogue of one consumer warpgroup: its 8 strips are the 64 h
@@ -344,16 +450,90 @@ __device__ __forceinline__ void add_out(const Params& p, const Item& it, int wg,
     }
 }
 
-template <bool kGateUp, bool kBig>
+struct NoPending {
+  __device__ __forceinline__ void step(const Params&, int) {}
+};
+
+// down's deferred epilogue. stage() puts an item's 128 results per thread in
+// shared memory (this thread's slots only: no barrier); step(k), called once
+// per K tile of the next item between its wgmma groups, adds step k's 4
+// values (pair n(k), rows g, g + 8 of both strips) into out with FP32
+// atomics, so the MMA warps keep the tensor pipe fed instead of spending the
+// whole add after each item (ncu, 8192 tokens: 5.68 ms for down's 1.92 TFLOP
+// against gate_up's 439 TFLOP/s). The pair and weight of step k + 1 are
+// loaded one step ahead (L2 latency off the warp's path).
+struct DeferredAdd {
+  uint32_t slots;   // shared address of this thread's step 0
+  int start = 0;    // staged item's first pair in the sorted order
+  int count = 0;    // its pairs (0: nothing staged)
+  int col = 0;      // out column of row g of the first strip
+  int token = 0;    // step k's token
+  float wt = 0.f;   // and routing weight
+  int next_pair = 0;  // step k + 1's pair
+
+  // Pair column of step k for this lane: nb = k / 2, j = k % 2; increasing in k.
+  __device__ __forceinline__ static int n_of(int k) { return (k >> 1) * 8 + 2 * (threadIdx.x & 3) + (k & 1); }
+
+  __device__ __forceinline__ void stage(const Params& p, const Item& it, int wg, const float (&acc)[2][64]) {
+    const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int k = 0; k < kDrainSteps; ++k) {
+      const int nb = k >> 1, j = k & 1;
+      asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(slots + k * kThreads * 16),
+                   "f"(acc[0][4 * nb + j]), "f"(acc[0][4 * nb + 2 + j]), "f"(acc[1][4 * nb + j]),
+                   "f"(acc[1][4 * nb + 2 + j])
+                   : "memory");
+    }
+    start = it.start;
+    count = it.count;
+    col = (it.rb * kItemStrips + wg * 8 + w) * kStripRows + g;
+    if (n_of(0) < count) {
+      const int pair = __ldg(p.s.sorted_pairs + start + n_of(0));
+      token = pair / p.topk;
+      wt = __ldg(p.weights + pair);
+    }
+    if (n_of(1) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(1));
+  }
+
+  __device__ __forceinline__ void step(const Params& p, int k) {
+    if (k >= kDrainSteps || n_of(k) >= count) return;
+    const float4 v = lds_f32x4(slots + k * kThreads * 16);
+    float* o = p.out + size_t(token) * p.N + col;
+    atomicAdd(o, wt * v.x);
+    atomicAdd(o + 8, wt * v.y);
+    atomicAdd(o + 4 * kStripRows, wt * v.z);
+    atomicAdd(o + 4 * kStripRows + 8, wt * v.w);
+    if (k + 1 < kDrainSteps && n_of(k + 1) < count) {
+      token = next_pair / p.topk;
+      wt = __ldg(p.weights + next_pair);
+    }
+    if (k + 2 < kDrainSteps && n_of(k + 2) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(k + 2));
+  }
+
+  // Steps [k0, kDrainSteps): what an item of fewer K tiles left, or the last item.
+  __device__ __forceinline__ void finish(const Params& p, int k0) {
+    for (int k = k0; k < kDrainSteps; ++k) step(p, k);
+  }
+
+  __device__ __forceinline__ static float4 lds_f32x4(uint32_t a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
+    return v;
+  }
+};
+
+// kDeep: the K loop of consume_item_deep (3 A buffers, wait_group 2).
+template <bool kGateUp, bool kBig, bool kDeferred, bool kDeep = false>
 __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
+  constexpr int kS = stages_of(kDeferred);
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t base = dev::smem_addr(smem);
-  const uint32_t staging = base + kStages * kStageBytes;
-  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0);
+  const uint32_t staging = base + kS * kStageBytes;
+  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0) + (kDeferred ? kDrainBytes : 0);
   if (threadIdx.x == 0) {
-    for (int st = 0; st < kStages; ++st) {
+    for (int st = 0; st < kS; ++st) {
       dev::mbar_init(bars + 8 * st, 1);
-      dev::mbar_init(bars + 8 * (kStages + st), kConsumerWarps);
+      dev::mbar_init(bars + 8 * (kS + st), kConsumerWarps);
     }
     dev::fence_mbar_init();
   }
@@ -367,11 +547,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;
   const int c = threadIdx.x >> 7;
-  Producer prod;
+  Producer<kS> prod;
   if (threadIdx.x == 0) {
     prod.init(p, items, row_blocks);
-    for (int i = 0; i < kAhead; ++i) prod.issue(p, base, bars, items, row_blocks);
+    for (int i = 0; i < kS - 2; ++i) prod.issue(p, base, bars, items, row_blocks);
   }
+  std::conditional_t<kDeferred, DeferredAdd, NoPending> pending;
+  if constexpr (kDeferred) pending.slots = staging + threadIdx.x * 16;
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
@@ -381,11 +563,25 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[m][i] = 0.f;
-    if (it.count > 64) consume_item<2, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, acc);
-    else consume_item<1, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, acc);
-    if constexpr (kGateUp) store_h(p, it, c, staging + c * kStagingBytes, acc);
-    else add_out(p, it, c, acc);
+    if constexpr (kDeep) {
+      if (it.count > 64)
+        consume_item_deep<kS, 2, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+      else consume_item_deep<kS, 1, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+    } else if (it.count > 64) {
+      consume_item<kS, 2, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+    } else {
+      consume_item<kS, 1, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+    }
+    if constexpr (kGateUp) {
+      store_h(p, it, c, staging + c * kStagingBytes, acc);
+    } else if constexpr (kDeferred) {
+      pending.finish(p, p.K / kTileK);  // steps the K loop had no tile for
+      pending.stage(p, it, c, acc);
+    } else {
+      add_out(p, it, c, acc);
+    }
   }
+  if constexpr (kDeferred) pending.finish(p, 0);
 }
 
 int sm_count() {
@@ -440,57 +636,79 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   p.act64 = map_2d(act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
 }
 
-template <bool kGateUp, bool kBig>
+template <bool kGateUp, bool kBig, bool kDeferred = false, bool kDeep = false>
 void launch_ws(const Params& p, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes(kGateUp, kDeferred);
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kGateUp)));
+    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig, kDeferred, kDeep>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   });
-  moe_ws_kernel<kGateUp, kBig><<<unsigned(sm_count()), kThreads, smem_bytes(kGateUp), stream>>>(p);
+  moe_ws_kernel<kGateUp, kBig, kDeferred, kDeep><<<unsigned(sm_count()), kThreads, kSmem, stream>>>(p);
   MX_CUDA_CHECK(cudaGetLastError());
+}
+
+template <bool kBig>
+void launch_gate_up(const Params& p, bool deep, cudaStream_t stream) {
+  if (deep) launch_ws<true, kBig, false, true>(p, stream);
+  else launch_ws<true, kBig, false, false>(p, stream);
+}
+
+template <bool kBig>
+void launch_down(const Params& p, bool deferred, cudaStream_t stream) {
+  if (deferred) launch_ws<false, kBig, true>(p, stream);
+  else launch_ws<false, kBig, false>(p, stream);
 }
 
 }  // namespace
 
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, int down_epilogue, int gate_up_depth) {
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   if ((2 * I) % kItemRows || H % kItemRows)
     fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
   if (E > dev::kMoeMapThreads)
     fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", dev::kMoeMapThreads);
+  if (down_epilogue < 0 || down_epilogue > 2)
+    fail_input("fused_moe_decode: ws_down_epilogue must be 0..2, got {}", down_epilogue);
+  if (gate_up_depth < 0 || gate_up_depth > 2)
+    fail_input("fused_moe_decode: ws_gate_up_depth must be 0..2, got {}", gate_up_depth);
+  const bool deferred = (down_epilogue ? down_epilogue : kAutoDownEpilogue) == 2;
+  const bool deep = (gate_up_depth ? gate_up_depth : kAutoGateUpDepth) == 2;
   const int R = T * topk;
+  uint4* xs = reinterpret_cast<uint4*>(xp);
+  // Both GEMMs' tensor maps first: an encoding failure launches nothing, so
+  // out and the workspace are left as they were.
+  Params gu{};
+  gu.N = 2 * I;
+  gu.K = H;
+  gu.R = R;
+  gu.topk = topk;
+  gu.s = s;
+  gu.h = reinterpret_cast<uint4*>(s.h);
+  gu.out = out;
+  gu.out_vec4 = int64_t(T) * H / 4;
+  gu.weights = topk_weights;
+  set_maps(gu, w.w13_codes, w.w13_scales, E, xs);
+  Params dn = gu;
+  dn.N = H;
+  dn.K = I;
+  set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   dev::moe_tile_map_kernel<kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
   MX_CUDA_CHECK(cudaGetLastError());
-  uint4* xs = reinterpret_cast<uint4*>(xp);
   gather_pairs_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((H / kTileK + 7) / 8)), 256, 0, stream>>>(
       x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
-  Params p{};
-  p.N = 2 * I;
-  p.K = H;
-  p.R = R;
-  p.topk = topk;
-  p.s = s;
-  p.h = reinterpret_cast<uint4*>(s.h);
-  p.out = out;
-  p.out_vec4 = int64_t(T) * H / 4;
-  p.weights = topk_weights;
-  set_maps(p, w.w13_codes, w.w13_scales, E, xs);
-  if (w.big_scales) launch_ws<true, true>(p, stream);
-  else launch_ws<true, false>(p, stream);
+  if (w.big_scales) launch_gate_up<true>(gu, deep, stream);
+  else launch_gate_up<false>(gu, deep, stream);
   if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
     qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
         reinterpret_cast<uint4*>(s.h), s, E, I, R);
     MX_CUDA_CHECK(cudaGetLastError());
   }
-  p.N = H;
-  p.K = I;
-  set_maps(p, w.w2_codes, w.w2_scales, E, s.h);
-  if (w.big_scales) launch_ws<false, true>(p, stream);
-  else launch_ws<false, false>(p, stream);
+  if (w.big_scales) launch_down<true>(dn, deferred, stream);
+  else launch_down<false>(dn, deferred, stream);
 }
 
 }  // namespace mx::cuda

@@ -124,6 +124,15 @@ struct MoeConfig {
   // quantizes it from F32), so the kernels' own pass over x is skipped (the
   // quantizer is idempotent: it would leave the values unchanged).
   bool x_quantized = false;
+  // Path 5 (warp-specialized prefill) only, how down adds weight * y into out:
+  // 1 = FP32 atomics from the MMA warps after each work item; 2 = the item's
+  // results staged in shared memory and added during the next item's K loop
+  // (4-stage copy ring instead of 7); 0 = auto (docs/mxfp4-prefill.md).
+  int ws_down_epilogue = 0;
+  // Path 5, gate_up: wgmma groups a warpgroup keeps in flight while it
+  // dequantizes the next one's weights: 1 (2 A register buffers) or 2 (3
+  // buffers, wait_group 2); 0 = auto (docs/mxfp4-prefill.md).
+  int ws_gate_up_depth = 0;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
