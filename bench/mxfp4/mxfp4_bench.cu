@@ -8,13 +8,15 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--dense] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
 // --decode: only the copy bandwidth, the two dense decode shapes at M = 1 and 8
 // (W4A16), the big-scale path at M = 1, and the fused MoE at 1, 2 and 8
-// tokens, each with the decode kernel variants beside auto.
+// tokens, each with the decode kernel variants beside auto, and 40 tokens.
+// --moe-decode: only the copy bandwidth and --decode's fused-MoE rows
+// (--profile --moe-decode: the fused MoE at 1 token, for ncu).
 // --dense: only the copy bandwidth and the dense shapes at M = 16, 32 and 64
 // (W4A16; expert shapes and the big-scale path at 16 and 64): the previous
 // kernel for each M and the wgmma kernel (kernel 7) with 1..8 K splits beside auto.
@@ -304,6 +306,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     CK(cudaMemcpy(dw.p, wts.data(), wts.size() * 4, cudaMemcpyHostToDevice));
     DeviceBuffer<uint16_t> x(size_t(sets) * T * H);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    // x quantize-dequantized per 32, for the W4A4 rows whose caller did it.
+    DeviceBuffer<uint16_t> xq(x.n);
+    mxfp4_qdq_activations(x.p, xq.p, sets * T, H, s);
     DeviceBuffer<float> out(size_t(sets) * T * H);
     const size_t ws_bytes = fused_moe_workspace_bytes(w, T, topk);
     DeviceBuffer<uint8_t> ws(ws_bytes * sets);
@@ -347,19 +352,66 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       bool w4a4 = false;  // MoeWeights::w4a4: checked against ref4
       int ws_down = 0;    // MoeConfig::ws_down_epilogue (path 5)
       int ws_depth = 0;    // MoeConfig::ws_gate_up_depth (path 5)
+      int gate_up_ks = 0;  // MoeConfig::gate_up_k_slices
+      bool x_pre = false;  // W4A4: x quantized by the caller (MoeConfig::x_quantized), as CudaOps does
     };
     std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
+    // Decode variants with named fields (others append fields to Variant).
+    auto variant = [](const char* label, int path, int down_ks, int loads, int pdl, bool w4a4 = false,
+                      int gate_up_ks = 0, bool x_pre = false) {
+      Variant v{label, path, down_ks, loads, pdl};
+      v.w4a4 = w4a4;
+      v.gate_up_ks = gate_up_ks;
+      v.x_pre = x_pre;
+      return v;
+    };
+    // The rule before the wide kernels (2026-11-30): direct + PDL with 3-tile
+    // batches at 1 token, direct + PDL with register loads at 2, routed above.
+    const Variant before = T == 1   ? variant("before: direct, batched <= 64 regs, PDL", 2, 0, 5, 1)
+                           : T == 2 ? variant("before: direct, registers, PDL", 2, 0, 1, 1)
+                                    : variant("before: routed, registers", 1, 0, 1, 2);
+    if (T <= 40) {
+      variants.push_back(before);
+      Variant b4 = before;
+      b4.w4a4 = true;
+      variants.push_back(b4);
+      b4.x_pre = true;
+      b4.label = T == 1 ? "before: direct, batched <= 64 regs, PDL, x quantized by the caller"
+                 : T == 2 ? "before: direct, registers, PDL, x quantized by the caller"
+                          : "before: routed, registers, x quantized by the caller";
+      variants.push_back(b4);
+    }
+    if (T <= 8) {
+      variants.push_back(variant("direct, wide, PDL", 2, 0, 6, 1));
+      variants.push_back(variant("direct, wide, PDL", 2, 0, 6, 1, true));
+      variants.push_back(variant("direct, wide, PDL, x quantized by the caller", 2, 0, 6, 1, true, 0, true));
+    }
+    if (T == 1) {
+      variants.push_back(variant("direct, wide, PDL, gate_up ks=4", 2, 0, 6, 1, false, 4));
+      variants.push_back(variant("direct, wide, PDL, gate_up ks=1", 2, 0, 6, 1, false, 1));
+      variants.push_back(variant("direct, wide, PDL, down ks=4", 2, 4, 6, 1));
+      variants.push_back(variant("direct, wide, PDL, down ks=1", 2, 1, 6, 1));
+      variants.push_back(variant("direct, wide, no PDL", 2, 0, 6, 2));
+    }
+    if (T == 2) variants.push_back(variant("direct, wide, PDL, gate_up ks=2", 2, 0, 6, 1, false, 2));
+    if (T == 2) variants.push_back(variant("direct, wide, PDL, down ks=4", 2, 4, 6, 1));
+    if (T == 8 || T == 40) {
+      variants.push_back(variant("routed, wide", 1, 0, 6, 2));
+      variants.push_back(variant("routed, wide, PDL", 1, 0, 6, 1));
+      variants.push_back(variant("routed, wide", 1, 0, 6, 2, true));
+    }
     if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
     if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
     if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
     if ((T == 1 || T == 40) && !g_decode) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
-    if (T <= 8) variants.push_back({"direct, bulk, PDL", 2, 0, 3, 1});
-    if (T <= 8) variants.push_back({"direct, bulk, PDL, down ks=1", 2, 1, 3, 1});
+    // Bulk rings (74-80 us at 1 token, 2026-11-30): not in --decode any more.
+    if (T <= 8 && !g_decode) variants.push_back({"direct, bulk, PDL", 2, 0, 3, 1});
+    if (T <= 8 && !g_decode) variants.push_back({"direct, bulk, PDL, down ks=1", 2, 1, 3, 1});
     if (T <= 8) variants.push_back({"direct, batched registers, PDL", 2, 0, 4, 1});
     if (T <= 8) variants.push_back({"direct, batched registers, PDL, down ks=1", 2, 1, 4, 1});
     if (T <= 8) variants.push_back({"direct, batched <= 64 regs, PDL", 2, 0, 5, 1});
     if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
-    if (T == 40) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
+    if (T == 40 && !g_decode) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
     if (T == 512 || T == 2048) variants.push_back({"routed, registers", 1, 0, 1, 2});
     if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
     if (T >= 512) variants.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
@@ -367,34 +419,54 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     // Path 5's gate_up pipeline depth x down epilogue (MoeConfig::ws_gate_up_depth,
     // ws_down_epilogue); (1, 1) is path 5 as of 2026-11-30.
     for (int depth : {1, 2})
-      for (int down : {1, 2})
+      for (int down : {1, 2, 3})
         for (bool w4a4 : {false, true}) {
-          if (T < 512 || (w4a4 && (T < 2048 || depth != down))) continue;
-          static const char* const labels[2][2] = {
+          if (T < 512 || (w4a4 && (T < 2048 || depth != down)) || (down == 3 && depth == 1)) continue;
+          static const char* const labels[2][3] = {
               {"warp-specialized, gate_up wait_group 1, down atomics (2026-11-30)",
-               "warp-specialized, gate_up wait_group 1, down deferred"},
+               "warp-specialized, gate_up wait_group 1, down deferred", ""},
               {"warp-specialized, gate_up wait_group 2, down atomics",
-               "warp-specialized, gate_up wait_group 2, down deferred"}};
+               "warp-specialized, gate_up wait_group 2, down deferred",
+               "warp-specialized, gate_up wait_group 2, down 3/4 deferred, 5 stages"}};
           Variant v{labels[depth - 1][down - 1], 5, 0, 0, 0, w4a4, down};
           v.ws_depth = depth;
           variants.push_back(v);
         }
+    // Decode sizes: the auto and the previous rule once more at the end, so
+    // that an order effect (clocks, L2 state) shows as a difference between
+    // two rows of one configuration.
+    if (T <= 2) {
+      Variant again = variants[0];
+      again.label = "auto, again";
+      variants.push_back(again);
+      again = before;
+      again.label = T == 1 ? "before: direct, batched <= 64 regs, PDL, again" : "before: direct, registers, PDL, again";
+      variants.push_back(again);
+    }
+    bool warmed = false;
     for (const Variant& v : variants) {
       MoeConfig cfg;
       cfg.path = v.path;
       cfg.down_k_slices = v.down_ks;
       cfg.weight_loads = v.loads;
       cfg.pdl = v.pdl;
+      cfg.gate_up_k_slices = v.gate_up_ks;
+      cfg.x_quantized = v.x_pre;
+      const uint16_t* xin = v.x_pre ? xq.p : x.p;
       cfg.ws_down_epilogue = v.ws_down;
       cfg.ws_gate_up_depth = v.ws_depth;
       MoeWeights wv = w;
       wv.w4a4 = v.w4a4;
       const std::vector<double>& rv = v.w4a4 ? ref4 : ref;
       auto step = [&](int st) {
-        fused_moe_decode(wv, x.p + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
+        fused_moe_decode(wv, xin + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
                          dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
                          ws.p + ws_bytes * st, s, cfg);
       };
+      if (!warmed && T <= 40) {  // the GPU runs the first timed rows at full clocks
+        warmed = true;
+        for (int i = 0; i < 2000 / T; ++i) step(i % sets);
+      }
       // Correctness on set 0: poisoned output and scratch, fresh inputs.
       CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
       CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
@@ -431,7 +503,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       // Graph rows for auto and the bulk variants.
       // Prefill sizes: the warp-specialized path only (its host-side tensor maps
       // must be captured by value).
-      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3)) continue;
+      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3 || v.label[0] == 'b')) continue;
       // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
       cudaGraph_t graph;
       cudaGraphExec_t exec;
@@ -507,11 +579,48 @@ void profile_dense_run(cudaStream_t s) {
   }
 }
 
+// --profile --moe-decode: the fused MoE at 1 token (8 distinct experts), two
+// launches each of the rule before the wide kernels (direct, 3-tile batches,
+// PDL) and of the wide kernels (W4A16, then W4A4 with x quantized by the
+// kernels), for `ncu --clock-control none -k regex:"gate_up|down|qdq"`.
+void profile_moe_decode_run(cudaStream_t s) {
+  const int H = 7168, I = 2048, topk = 8, E = 384;
+  const BenchMoeWeights mw(E, H, I, [] { return next_seed(); }, s);
+  std::vector<int> ids(topk);
+  std::vector<float> wts(topk, 1.f / topk);
+  for (int k = 0; k < topk; ++k) ids[k] = int((next_seed() >> 33) % (E / topk)) * topk + k;
+  DeviceBuffer<int> dids(topk);
+  DeviceBuffer<float> dw(topk), out(H);
+  DeviceBuffer<uint16_t> x(H);
+  CK(cudaMemcpy(dids.p, ids.data(), topk * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw.p, wts.data(), topk * 4, cudaMemcpyHostToDevice));
+  fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+  DeviceBuffer<uint8_t> ws(fused_moe_workspace_bytes(mw.w, 1, topk));
+  struct P {
+    const char* label;
+    int loads;
+    bool w4a4;
+  };
+  for (const P& p : {P{"before (weight_loads 5)", 5, false}, P{"wide (weight_loads 6)", 6, false},
+                     P{"wide, W4A4", 6, true}}) {
+    MoeConfig cfg;
+    cfg.path = 2;
+    cfg.weight_loads = p.loads;
+    cfg.pdl = 1;
+    MoeWeights w = mw.w;
+    w.w4a4 = p.w4a4;
+    for (int i = 0; i < 2; ++i) fused_moe_decode(w, x.p, dids.p, dw.p, 1, topk, out.p, ws.p, s, cfg);
+    CK(cudaStreamSynchronize(s));
+    std::printf("profile: fused MoE 1 token, %s, launched twice\n", p.label);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false, profile = false, moe_prefill = false;
   bool w4a4_prefill = false;  // --w4a4-prefill: bench_w4a4_fp8.cu only
+  bool moe_decode = false;    // --moe-decode: --decode's MoE rows only
   std::vector<int> moe_tokens = {512, 2048, 8192};
   const char* json = nullptr;
   g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
@@ -523,11 +632,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--w4a4-prefill")) w4a4_prefill = true;
     else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
     else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
+    else if (!std::strcmp(argv[i], "--moe-decode")) g_decode = moe_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--dense] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -541,6 +651,7 @@ int main(int argc, char** argv) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (profile) {
       if (g_dense) profile_dense_run(s);
+      else if (moe_decode) profile_moe_decode_run(s);
       else profile_run(s);
       return 0;
     }
@@ -557,11 +668,13 @@ int main(int argc, char** argv) {
       bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, false);
       bench_dense({"expert_down", 7168, 2048}, {16, 64}, s, false);
       bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, true);
+    } else if (moe_decode) {
+      bench_moe({1, 2, 8, 40}, s, 384);
     } else if (g_decode) {
       bench_dense({"dense_gate_up", 36864, 7168}, {1, 8}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {1, 8}, s, false);
       bench_dense({"expert_gate_up", 4096, 7168}, {1}, s, true);
-      bench_moe({1, 2, 8}, s, 384);
+      bench_moe({1, 2, 8, 40}, s, 384);
     } else {
       check_quantizer(s);
       check_device_pack(s);

@@ -24,9 +24,11 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/fused_moe_decode.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
+#include "cuda/moe_decode_common.cuh"
 #include "cuda/w4a4_fp8.h"
 
 namespace mx::cuda {
@@ -36,7 +38,6 @@ namespace {
 constexpr int kRouteThreads = 1024;
 constexpr int kDownWarps = 4;
 constexpr int kGateUpWarps = 4;
-constexpr int kDirectMaxPairs = 64;
 constexpr int kRingDepth = 8;
 // kDepth template value of the bulk-copy weight rings (strip_mma_bulk), and
 // their depth in stages of dev::kBulkTiles tiles.
@@ -144,43 +145,6 @@ __global__ void __launch_bounds__(kRouteThreads)
   for (int p = tid; p < pairs; p += kRouteThreads) {
     const int e = ids[p];
     if (e >= 0 && e < E) s.sorted_pairs[atomicAdd(&cursor[e], 1)] = p;
-  }
-}
-
-// The expert a CTA works on and its pairs (global list or shared copy).
-struct ExpertPairs {
-  int e, cnt;
-  const int* pairs;
-};
-
-// Routed: CTA y is active expert y. Direct (pairs <= 64): CTA y takes pair y's
-// expert if y is that expert's first pair, and collects its pairs with two
-// ballots. cnt == 0: nothing to do (uniform over the CTA).
-template <bool kDirect>
-__device__ ExpertPairs find_expert(const int* __restrict__ ids, int pairs, int E, const MoeScratch& s,
-                                   int* s_pairs, int* s_meta) {
-  if constexpr (!kDirect) {
-    const int a = blockIdx.y;
-    if (a >= *s.num_active) return {0, 0, nullptr};
-    const int e = s.active[a], beg = s.offsets[e];
-    return {e, s.offsets[e + 1] - beg, s.sorted_pairs + beg};
-  } else {
-    if (threadIdx.x < 32) {
-      const int lane = threadIdx.x, p = blockIdx.y;
-      const int e = ids[p];
-      const int e0 = lane < pairs ? ids[lane] : -1, e1 = lane + 32 < pairs ? ids[lane + 32] : -1;
-      const unsigned b0 = __ballot_sync(0xffffffffu, e0 == e), b1 = __ballot_sync(0xffffffffu, e1 == e);
-      const int first = b0 ? __ffs(b0) - 1 : 31 + __ffs(b1);
-      const unsigned below = (1u << lane) - 1u;
-      if (e0 == e) s_pairs[__popc(b0 & below)] = lane;
-      if (e1 == e) s_pairs[__popc(b0) + __popc(b1 & below)] = lane + 32;
-      if (lane == 0) {
-        s_meta[0] = e;
-        s_meta[1] = (e >= 0 && e < E && first == p) ? __popc(b0) + __popc(b1) : 0;
-      }
-    }
-    __syncthreads();
-    return {s_meta[0], s_meta[1], s_pairs};
   }
 }
 
@@ -303,22 +267,16 @@ __global__ void __launch_bounds__(kDownWarps * 32, moe_min_ctas_per_sm(kDepth))
   }
 }
 
-// Launches with optional programmatic dependent launch on the previous kernel.
-template <class... KArgs, class... Args>
-void launch(void (*kernel)(KArgs...), dim3 grid, int threads, int smem, cudaStream_t stream,
-            bool pdl, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+// The K-slice choices of the first decode kernels (weight_loads 1-5).
+void check_first_decode_slices(const MoeConfig& config, int ks) {
+  if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
+  if (config.gate_up_k_slices && config.gate_up_k_slices != kGateUpWarps)
+    fail_input("fused_moe_decode: gate_up_k_slices must be {} (8 was measured slower and removed)",
+               kGateUpWarps);
 }
+
+// MoeConfig::weight_loads of the wide-CTA kernels (fused_moe_decode.cu).
+constexpr int kWideLoads = 6;
 
 // MoeConfig::path values.
 enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4,
@@ -363,16 +321,16 @@ void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const
   const unsigned ys = kDirect ? unsigned(pairs) : unsigned(std::min(E, pairs));
   const int gu_smem = kGateUpWarps * warp_ring_bytes<kDepth>();
   const int down_smem = kDownWarps * warp_ring_bytes<kDepth>();
-  launch(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
+  launch_kernel(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
          gu_smem, stream, false, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
          int64_t(T) * H);
   quantize_h_for_w4a4(w, s, pairs, stream);
   if (ks == 4)
-    launch(down_kernel<4, kBig, kDepth, kDirect>, dim3(unsigned(H / kStripRows), ys),
+    launch_kernel(down_kernel<4, kBig, kDepth, kDirect>, dim3(unsigned(H / kStripRows), ys),
            kDownWarps * 32, down_smem, stream, pdl, w.w2_codes, w.w2_scales, ids, pairs, E, H, I,
            topk, s, topk_weights, out);
   else
-    launch(down_kernel<1, kBig, kDepth, kDirect>,
+    launch_kernel(down_kernel<1, kBig, kDepth, kDirect>,
            dim3(unsigned(H / kStripRows / kDownWarps), ys), kDownWarps * 32, down_smem, stream, pdl,
            w.w2_codes, w.w2_scales, ids, pairs, E, H, I, topk, s, topk_weights, out);
 }
@@ -427,8 +385,8 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
   if (path == kPrefillPath && (2 * I) % 128)
     fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
-  if (config.weight_loads < 0 || config.weight_loads > 5 || config.pdl < 0 || config.pdl > 2)
-    fail_input("fused_moe_decode: weight_loads must be 0..5 and pdl 0..2, got {} and {}",
+  if (config.weight_loads < 0 || config.weight_loads > kWideLoads || config.pdl < 0 || config.pdl > 2)
+    fail_input("fused_moe_decode: weight_loads must be 0..6 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
   // Auto (H200, 2026-11-30, bench/mxfp4/results-decode-2026-11-30.md): one
   // token's 8 pairs load weights as weight_loads 5 (3-tile batches at <= 64
@@ -437,13 +395,17 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   // From 2 tokens weight_loads 5 was slower (133-153 vs 126-128 at 2 tokens)
   // and 4 within the run-to-run spread of 1 (four calls: -3%, -1%, +2%, +2%),
   // so register loads stay.
-  const int loads = config.weight_loads ? config.weight_loads : pairs <= 8 ? 5 : 1;
+  // Since 2026-12-01 up to 16 pairs (Kimi 1-2 tokens) take the wide-CTA
+  // kernels (weight_loads 6, fused_moe_decode.cu; bench/mxfp4/
+  // results-moe-decode-2026-12-01.md): 1 token 63.2 vs 64.1 us W4A16 and 65.6
+  // vs 70.0 W4A4 (h quantized in gate_up's epilogue), 2 tokens 129.0 vs 130.8
+  // and 127.4 vs 128.6 (CUDA graphs, one call). From 8 tokens (routed) they
+  // were not faster (40 tokens 1761 vs 1667 us events): the first kernels stay.
+  const int loads = config.weight_loads ? config.weight_loads : pairs <= kDirectAutoPairs ? kWideLoads : 1;
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
+  const bool wide = loads == kWideLoads;  // fused_moe_decode.cu checks its own K-slices
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
-  if (ks != 1 && ks != 4) fail_input("fused_moe_decode: down_k_slices must be 1 or 4, got {}", ks);
-  if (config.gate_up_k_slices && config.gate_up_k_slices != kGateUpWarps)
-    fail_input("fused_moe_decode: gate_up_k_slices must be {} (8 was measured slower and removed)",
-               kGateUpWarps);
+  if (!wide) check_first_decode_slices(config, ks);
   const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
   // W4A4 on FP8 tensor cores replaces the prefill paths (it quantizes x itself).
   const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;
@@ -453,7 +415,10 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   // keep BF16 MMAs, so one setting serves every step of a server.
   const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
   const bool fp8 = w.w4a4 && prefill_path && w4a4_mma >= 2;
-  if (w.w4a4 && !fp8 && !config.x_quantized) {  // gate_up reads the quantize-dequantized x on every path
+  // The wide direct kernels quantize x themselves (a quantizer launch that
+  // gate_up overlaps through PDL) and h in gate_up's epilogue.
+  const bool wide_direct = wide && path == kDirectPath;
+  if (w.w4a4 && !fp8 && !config.x_quantized && !wide_direct) {  // gate_up reads the quantize-dequantized x on every path
     mxfp4_qdq_activations(x, s.xq, T, H, stream);
     x = s.xq;
   }
@@ -470,6 +435,15 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
                                  config.ws_gate_up_depth);
   if (path == kWgmmaPath)
     return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
+  if (wide) {
+    WideDecodeConfig wc;
+    wc.direct = path == kDirectPath;
+    wc.quantize_x = wide_direct && w.w4a4 && !config.x_quantized;
+    wc.gate_up_k_slices = config.gate_up_k_slices;
+    wc.down_k_slices = config.down_k_slices;
+    wc.pdl = pdl;
+    return launch_moe_decode_wide(w, x, topk_ids, topk_weights, T, topk, out, s, stream, wc);
+  }
   auto run = [&](auto big) {
     constexpr bool kBig = decltype(big)::value;
     if (path == kDirectPath)

@@ -88,7 +88,9 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 
 // Kernel choices, 0 = from the shape (docs/kernels.md). down_k_slices: warps
 // per 16-row strip of the down projection (1 or 4; 4 = more, shorter warps for
-// few tokens); gate_up_k_slices: warps per gate_up strip (only 4 is compiled).
+// few tokens; weight_loads 6: 1, 2 or 4, auto 2); gate_up_k_slices: warps per
+// gate_up strip (only 4 is compiled; weight_loads 6: 1, 2 or 4, auto the most
+// that keep the grid within one wave of resident warps).
 // path: 1 = routed decode (router launch, then gate_up and down per active
 // expert); 2 = direct decode (no router launch; T * topk <= 64: each CTA finds
 // its expert's pairs itself); 3 = prefill (tensor-core tiles of 128 rows x 64
@@ -103,8 +105,11 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 // 1 = registers, 2 = per-warp cp.async rings, 3 = per-warp rings filled by
 // bulk copies (with pdl, down's first weights are requested before it waits
 // for gate_up), 4 = registers with every load of a 4-tile batch issued first,
-// 5 = as 4 with 3-tile batches and at most 64 registers; auto: 5 up to 8
-// pairs, else 1. pdl: 1 = launch down with programmatic
+// 5 = as 4 with 3-tile batches and at most 64 registers; 6 = wide CTAs
+// (fused_moe_decode.cu: 4 gate_up strips = 32 h columns per CTA, W4A4's h
+// quantized in gate_up's epilogue and x by a quantizer launch gate_up overlaps
+// through PDL; 3-tile batches, the first one's weights requested before the
+// PDL wait); auto: 6 up to 16 pairs, else 1. pdl: 1 = launch down with programmatic
 // dependent launch (its CTAs start while gate_up finishes), 2 = off; auto: on
 // up to 16 pairs.
 struct MoeConfig {
