@@ -65,13 +65,16 @@ __device__ __forceinline__ ScaleMul scale_multipliers(uint32_t sc16) {
   return m;
 }
 
-// The A fragment (rows g, g+8) of one k16 step from one layout word.
+// The A fragment (rows g, g+8) of one k16 step from one layout word: 4
+// rotations + 5 LOP3 (e2m1_word_bits), then the scale multiplies.
 template <bool kBig>
 __device__ __forceinline__ void dequant_fragment(uint32_t word, const ScaleMul& m, uint32_t (&a)[4]) {
-  a[0] = bf16x2_mul(e2m1_pair_bits(word, 0), m.lo);
-  a[1] = bf16x2_mul(e2m1_pair_bits(word, 1), m.hi);
-  a[2] = bf16x2_mul(e2m1_pair_bits(word, 2), m.lo);
-  a[3] = bf16x2_mul(e2m1_pair_bits(word, 3), m.hi);
+  uint32_t bits[4];
+  e2m1_word_bits(word, bits);
+  a[0] = bf16x2_mul(bits[0], m.lo);
+  a[1] = bf16x2_mul(bits[1], m.hi);
+  a[2] = bf16x2_mul(bits[2], m.lo);
+  a[3] = bf16x2_mul(bits[3], m.hi);
   if constexpr (kBig) {
     a[0] = bf16x2_mul(a[0], m.lo2);
     a[1] = bf16x2_mul(a[1], m.hi2);

@@ -39,20 +39,23 @@ __global__ void qdq_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict_
   reinterpret_cast<uint4*>(y)[q] = o;
 }
 
-// One thread per output code byte: gathers its two nibbles (no write races).
+// One thread per output code word: a code's 4 bits spread over the word's
+// bytes (host/mxfp4_bits.h), so the thread gathers all 8 codes of its word
+// (no write races).
 __global__ void pack_codes_kernel(const uint8_t* __restrict__ codes, int64_t N, int64_t K,
-                                  const int64_t* __restrict__ order, uint8_t* __restrict__ out) {
-  const int64_t byte = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (byte >= N * K / 2) return;
-  uint8_t v = 0;
-  for (int nib = 0; nib < 2; ++nib) {
+                                  const int64_t* __restrict__ order, uint32_t* __restrict__ out) {
+  const int64_t word = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (word >= N * K / 8) return;
+  uint32_t v = 0;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
     int64_t r, k;
-    kernel_code_source(byte, nib, K, r, k);
+    kernel_code_source(word * 4, c, K, r, k);
     const int64_t src_row = order ? order[r] : r;
-    const uint8_t c = (codes[src_row * (K / 2) + k / 2] >> (4 * (k & 1))) & 0xF;
-    v |= uint8_t(c << (4 * nib));
+    const uint32_t code = (codes[src_row * (K / 2) + k / 2] >> (4 * (k & 1))) & 0xF;
+    v |= place_code(code, c);
   }
-  out[byte] = v;
+  out[word] = v;
 }
 
 __global__ void pack_scales_kernel(const uint8_t* __restrict__ scales, int64_t N, int64_t K,
@@ -82,7 +85,10 @@ void pack_mxfp4_device(const uint8_t* codes, const uint8_t* scales, int64_t N, i
                        cudaStream_t stream) {
   if (N <= 0 || N % kStripRows || K <= 0 || K % kTileK)
     fail_input("pack_mxfp4_device: needs N % 16 == 0 and K % 64 == 0, got N={} K={}", N, K);
-  pack_codes_kernel<<<blocks_for(N * K / 2, 256), 256, 0, stream>>>(codes, N, K, row_order, packed_codes);
+  if (reinterpret_cast<uintptr_t>(packed_codes) % 4)
+    fail_input("pack_mxfp4_device: packed codes must be 4-byte aligned (written as 32-bit words)");
+  pack_codes_kernel<<<blocks_for(N * K / 8, 256), 256, 0, stream>>>(
+      codes, N, K, row_order, reinterpret_cast<uint32_t*>(packed_codes));
   MX_CUDA_CHECK(cudaGetLastError());
   pack_scales_kernel<<<blocks_for(N * K / kBlockK, 256), 256, 0, stream>>>(scales, N, K, row_order, packed_scales);
   MX_CUDA_CHECK(cudaGetLastError());

@@ -62,21 +62,33 @@ MX_HD void fold_table_fast(int d, uint32_t& lo, uint32_t& hi) {
   hi = 0x1C181410u + step * 0x01010101u;
 }
 
-// One word of the MXFP4 kernel layout (host/mxfp4_bits.h: row g's codes in
-// the even nibbles, row g + 8's in the odd ones) -> two E4M3x4 registers:
-// byte i of `row_g` is nibble 2i's code folded with row g's table, byte i of
-// `row_g8` nibble 2i + 1's with row g + 8's. Nibbles 0, 2, 4, 6 hold real
-// columns 4kk + {0, 2, 1, 3} of the lane's 16 (fp8_logical_col).
-// Magnitudes select table bytes (PRMT), the sign bit is OR-ed in: nibble
-// 2i's sign sits at bit 8i + 3 (shifted up by 4), nibble 2i + 1's at 8i + 7.
+// One word of the MXFP4 kernel layout -> two E4M3x4 registers: byte i of
+// `row_g` is code 2i of the word (host/mxfp4_bits.h: registers a0/a2, row g)
+// folded with row g's table, byte i of `row_g8` code 2i + 1's (a1/a3, row
+// g + 8) with row g + 8's. Codes 0, 2, 4, 6 hold real columns 4kk + {0, 2, 1,
+// 3} of the lane's 16 (fp8_logical_col). The codes are first moved where the
+// BF16 dequant wants them (e2m1_word_bits: magnitude at bits 6..8 and 22..24,
+// sign at 15 and 31 of each register, nothing else set); from there the four
+// magnitudes of a row become a PRMT selector (one nibble each, bit 3 clear)
+// that picks table bytes, and the signs are OR-ed in at bit 8i + 7.
+// One row's four codes from two dequant registers: `even` holds output bytes
+// 0 (low half) and 2 (high half), `odd` bytes 1 and 3.
+MX_HD uint32_t fold_row(uint32_t even, uint32_t odd, uint32_t t_lo, uint32_t t_hi) {
+  // Magnitudes of bytes 0, 1 into byte 0 of `mags` (nibbles 0, 1), of bytes
+  // 2, 3 into its byte 2; the signs that the shifts carry along land in bytes
+  // 1 and 3, which the selector drops.
+  const uint32_t mags = (even >> 6) | (odd >> 2);
+  const uint32_t sel = fp8_byte_perm(mags, 0, 0x20);
+  const uint32_t signs = ((even >> 8) & 0x00800080u) | (odd & 0x80008000u);
+  return fp8_byte_perm(t_lo, t_hi, sel) | signs;
+}
+
 MX_HD void fold_word(uint32_t w, uint32_t g_lo, uint32_t g_hi, uint32_t g8_lo, uint32_t g8_hi,
                      uint32_t& row_g, uint32_t& row_g8) {
-  const uint32_t xg = w & 0x07070707u, xh = (w >> 4) & 0x07070707u;
-  // Compact the four magnitudes (bytes 0..3) into the selector's nibbles 0..3.
-  const uint32_t sel_g = fp8_byte_perm(xg | (xg >> 4), 0, 0x20);
-  const uint32_t sel_h = fp8_byte_perm(xh | (xh >> 4), 0, 0x20);
-  row_g = fp8_byte_perm(g_lo, g_hi, sel_g) | ((w << 4) & 0x80808080u);
-  row_g8 = fp8_byte_perm(g8_lo, g8_hi, sel_h) | (w & 0x80808080u);
+  uint32_t bits[4];
+  e2m1_word_bits(w, bits);
+  row_g = fold_row(bits[0], bits[2], g_lo, g_hi);
+  row_g8 = fold_row(bits[1], bits[3], g8_lo, g8_hi);
 }
 
 // Position in the FP8 MMA's K order (within a 64-wide tile: two k32 steps)

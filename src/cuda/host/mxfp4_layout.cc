@@ -21,6 +21,16 @@ void check_shapes(size_t code_bytes, size_t scale_bytes, int64_t N, int64_t K, c
                scale_bytes);
 }
 
+// The code bytes hold little-endian 32-bit words (the kernels load them so).
+void or_word(std::vector<uint8_t>& bytes, int64_t at, uint32_t bits) {
+  for (int j = 0; j < 4; ++j) bytes[size_t(at + j)] |= uint8_t(bits >> (8 * j));
+}
+uint32_t word_at(const std::vector<uint8_t>& bytes, int64_t at) {
+  uint32_t w = 0;
+  for (int j = 0; j < 4; ++j) w |= uint32_t(bytes[size_t(at + j)]) << (8 * j);
+  return w;
+}
+
 }  // namespace
 
 PackedMxfp4 pack_mxfp4(std::span<const uint8_t> codes, std::span<const uint8_t> scales,
@@ -45,7 +55,7 @@ PackedMxfp4 pack_mxfp4(std::span<const uint8_t> codes, std::span<const uint8_t> 
     for (int64_t k = 0; k < K; ++k) {
       const uint8_t code = (row[k / 2] >> (4 * (k & 1))) & 0xF;
       const CodeSlot slot = kernel_code_slot(r, k, K);
-      p.codes[slot.byte] |= uint8_t(code << (4 * slot.nibble));
+      or_word(p.codes, slot.word_byte, place_code(code, slot.code));
     }
   }
   return p;
@@ -59,7 +69,7 @@ void unpack_mxfp4(const PackedMxfp4& p, std::vector<uint8_t>& codes, std::vector
     for (int64_t kb = 0; kb < KB; ++kb) scales[r * KB + kb] = p.scales[kernel_scale_slot(r, kb, K)];
     for (int64_t k = 0; k < K; ++k) {
       const CodeSlot slot = kernel_code_slot(r, k, K);
-      const uint8_t code = (p.codes[slot.byte] >> (4 * slot.nibble)) & 0xF;
+      const uint8_t code = uint8_t(code_of(word_at(p.codes, slot.word_byte), slot.code));
       codes[r * (K / 2) + k / 2] |= uint8_t(code << (4 * (k & 1)));
     }
   }

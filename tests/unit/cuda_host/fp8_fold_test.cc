@@ -73,24 +73,23 @@ TEST(Fp8Fold, FastTableMatchesTheReferenceWhereValid) {
   EXPECT_NE(lo, rlo);
 }
 
-TEST(Fp8Fold, FoldWordPutsEveryCodeOfEveryNibbleInItsByte) {
+TEST(Fp8Fold, FoldWordPutsEveryCodeOfEveryPositionInItsByte) {
   std::mt19937 rng(7);
   for (int rep = 0; rep < 8; ++rep) {
     const int dg = -int(rng() % 15), dh = -int(rng() % 15);
     uint32_t glo, ghi, hlo, hhi;
     fold_table_reference(dg, glo, ghi);
     fold_table_reference(dh, hlo, hhi);
-    for (int nib = 0; nib < 8; ++nib)
+    for (int c = 0; c < 8; ++c)
       for (int code = 0; code < 16; ++code) {
-        // Other nibbles random, so cross-talk between nibbles shows.
-        uint32_t w = uint32_t(rng()) & ~(0xFu << (4 * nib));
-        w |= uint32_t(code) << (4 * nib);
+        // Other codes random, so cross-talk between codes shows.
+        const uint32_t w = (uint32_t(rng()) & ~place_code(0xF, c)) | place_code(uint32_t(code), c);
         uint32_t rg, rh;
         fold_word(w, glo, ghi, hlo, hhi, rg, rh);
-        const uint32_t reg = (nib & 1) ? rh : rg;
-        const uint32_t byte = (reg >> (8 * (nib / 2))) & 0xFF;
-        EXPECT_EQ(byte, fold_code_reference(uint8_t(code), (nib & 1) ? dh : dg))
-            << "nibble " << nib << " code " << code;
+        const uint32_t reg = (c & 1) ? rh : rg;
+        const uint32_t byte = (reg >> (8 * (c / 2))) & 0xFF;
+        EXPECT_EQ(byte, fold_code_reference(uint8_t(code), (c & 1) ? dh : dg))
+            << "code index " << c << " code " << code;
       }
   }
 }
@@ -119,7 +118,8 @@ TEST(Fp8Fold, KernelLayoutTileBecomesTheFp8OperandInLogicalOrder) {
   for (int r = 0; r < 16; ++r)
     for (int k = 0; k < K; ++k) {
       const CodeSlot sl = kernel_code_slot(r, k, K);
-      layout[size_t(sl.byte)] |= uint8_t(code[size_t(r) * K + k] << (4 * sl.nibble));
+      const uint32_t bits = place_code(code[size_t(r) * K + k], sl.code);
+      for (int j = 0; j < 4; ++j) layout[size_t(sl.word_byte + j)] |= uint8_t(bits >> (8 * j));
     }
   std::vector<int> a(16 * K, -1);  // A[row][logical column], E4M3 bytes
   for (int lane = 0; lane < 32; ++lane) {

@@ -12,39 +12,75 @@
 namespace mx::cuda {
 namespace {
 
-// What the kernel does with one register: BF16x2 bits of E2M1 * 2^-126, then a
-// BF16 multiply by 2^(s-1) (two multiplies for s > 128). Emulated in float,
-// which is exact here (BF16 products of a 2-bit mantissa and a power of two).
-float kernel_dequant(uint8_t code, uint8_t s, bool high_half) {
-  const uint32_t word = high_half ? uint32_t(code) << 16 : uint32_t(code);  // nibble 0 / 4
-  const uint32_t bits = e2m1_pair_bits(word, 0);
-  const float v = bf16_to_f32(uint16_t(high_half ? bits >> 16 : bits & 0xFFFF));
+// The placement of docs/kernels.md, written out here rather than taken from
+// code_bit: word bits of code c = r + 4 * half (mantissa, e0, e1, sign).
+constexpr int kDocumentedBits[8][4] = {{6, 7, 8, 15},   {2, 3, 4, 11},   {28, 29, 30, 5},
+                                       {0, 1, 26, 9},   {22, 23, 24, 31}, {18, 19, 20, 27},
+                                       {12, 13, 14, 21}, {16, 17, 10, 25}};
+
+uint32_t place_documented(uint32_t code, int c) {
+  uint32_t w = 0;
+  for (int i = 0; i < 4; ++i) w |= ((code >> i) & 1u) << kDocumentedBits[c][i];
+  return w;
+}
+
+// What the kernel does with code index c of a word: BF16x2 bits of E2M1 *
+// 2^-126 (register c & 3, half c >> 2), then a BF16 multiply by 2^(s-1) (two
+// multiplies for s > 128). Emulated in float, which is exact here (BF16
+// products of a 2-bit mantissa and a power of two).
+float kernel_dequant(uint32_t word, int c, uint8_t s) {
+  uint32_t bits[4];
+  e2m1_word_bits(word, bits);
+  const float v = bf16_to_f32(uint16_t(bits[c & 3] >> (16 * (c >> 2))));
   if (s <= kMaxSimpleScale) return v * bf16_to_f32(scale_multiplier_bits(s));
   return v * bf16_to_f32(scale_multiplier_bits(kMaxSimpleScale)) *
          bf16_to_f32(big_scale_second_bits(s));
 }
 
-TEST(Mxfp4Codec, RegisterDequantIsExactForEveryCodeAndScale) {
+TEST(Mxfp4Codec, CodeBitsAreTheDocumentedPlacement) {
+  for (int c = 0; c < 8; ++c)
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(code_bit(c, i), kDocumentedBits[c][i]) << c << " " << i;
+}
+
+// Every code at every code index of a word, with every scale; the other 7
+// codes random, so bits leaking between codes show.
+TEST(Mxfp4Codec, RegisterDequantIsExactForEveryCodePositionAndScale) {
+  std::mt19937 rng(5);
   for (int s = 0; s < 255; ++s)
-    for (int code = 0; code < 16; ++code)
-      for (bool hi : {false, true}) {
+    for (int c = 0; c < 8; ++c)
+      for (int code = 0; code < 16; ++code) {
+        const uint32_t word =
+            (uint32_t(rng()) & ~place_documented(0xF, c)) | place_documented(uint32_t(code), c);
         const float want = e2m1_value(uint8_t(code)) * e8m0_value(uint8_t(s));
-        const float got = kernel_dequant(uint8_t(code), uint8_t(s), hi);
-        ASSERT_EQ(std::signbit(got), std::signbit(want)) << code << " " << s;
-        ASSERT_EQ(got, want) << "code " << code << " scale " << s;
+        const float got = kernel_dequant(word, c, uint8_t(s));
+        ASSERT_EQ(std::signbit(got), std::signbit(want)) << "code " << code << " at " << c << " scale " << s;
+        ASSERT_EQ(got, want) << "code " << code << " at " << c << " scale " << s;
       }
 }
 
-TEST(Mxfp4Codec, EveryRegisterOfAWordPicksItsTwoNibbles) {
-  // Nibble n holds code n + 1 (nibble 7 -> 8 = -0): register r = {r, r+4}.
+TEST(Mxfp4Codec, EveryRegisterOfAWordPicksItsTwoCodes) {
+  // Code index c holds code c + 1 (index 7 -> 8 = -0): register r = {r, r+4}.
   uint32_t word = 0;
-  for (int n = 0; n < 8; ++n) word |= uint32_t((n + 1) & 0xF) << (4 * n);
+  for (int c = 0; c < 8; ++c) word |= place_documented(uint32_t(c + 1) & 0xF, c);
+  uint32_t bits[4];
+  e2m1_word_bits(word, bits);
   for (int r = 0; r < 4; ++r) {
-    const uint32_t bits = e2m1_pair_bits(word, r);
-    const float lo = bf16_to_f32(uint16_t(bits)) * std::ldexp(1.f, 126);
-    const float hi = bf16_to_f32(uint16_t(bits >> 16)) * std::ldexp(1.f, 126);
+    const float lo = bf16_to_f32(uint16_t(bits[r])) * std::ldexp(1.f, 126);
+    const float hi = bf16_to_f32(uint16_t(bits[r] >> 16)) * std::ldexp(1.f, 126);
     EXPECT_EQ(lo, e2m1_value(uint8_t(r + 1)));
     EXPECT_EQ(hi, e2m1_value(uint8_t((r + 5) & 0xF)));
+    EXPECT_EQ(bits[r] & ~kBf16CodeMask, 0u) << "register " << r << " has stray bits";
+  }
+  EXPECT_TRUE(std::signbit(bf16_to_f32(uint16_t(bits[3] >> 16))));  // -0 keeps its sign
+}
+
+TEST(Mxfp4Codec, CodesRoundTripThroughTheirWordBits) {
+  std::mt19937 rng(9);
+  for (int it = 0; it < 1000; ++it) {
+    const uint32_t word = uint32_t(rng());
+    uint32_t rebuilt = 0;
+    for (int c = 0; c < 8; ++c) rebuilt |= place_code(code_of(word, c), c);
+    ASSERT_EQ(rebuilt, word);
   }
 }
 

@@ -42,9 +42,12 @@ TEST(Mxfp4Layout, CodeSlotsAreABijection) {
   for (int64_t r = 0; r < N; ++r)
     for (int64_t k = 0; k < K; ++k) {
       CodeSlot s = kernel_code_slot(r, k, K);
-      ASSERT_GE(s.byte, 0);
-      ASSERT_LT(s.byte, N * K / 2);
-      ++seen[size_t(s.byte * 2 + s.nibble)];
+      ASSERT_GE(s.word_byte, 0);
+      ASSERT_LT(s.word_byte, N * K / 2);
+      ASSERT_EQ(s.word_byte % 4, 0);
+      ASSERT_GE(s.code, 0);
+      ASSERT_LT(s.code, 8);
+      ++seen[size_t(s.word_byte / 4 * 8 + s.code)];
     }
   for (int v : seen) EXPECT_EQ(v, 1);
 }
@@ -54,20 +57,38 @@ TEST(Mxfp4Layout, CodeSlotsAreABijection) {
 TEST(Mxfp4Layout, LanesHoldTheirMmaFragment) {
   const int64_t K = 128;
   // Row 3 (g = 3, low row), k = 16*2 + 4*1 + 0 (t = 2, kk = 1, a0 low half):
-  // lane 14, word 1, nibble 0.
+  // lane 14, word 1, code 0.
   CodeSlot s = kernel_code_slot(3, 36, K);
-  EXPECT_EQ(s.byte, 14 * 16 + 1 * 4 + 0);
-  EXPECT_EQ(s.nibble, 0);
+  EXPECT_EQ(s.word_byte, 14 * 16 + 1 * 4);
+  EXPECT_EQ(s.code, 0);
   // Row 11 (g = 3, high row), k = 39 (t = 2, kk = 1, pos 3: a3 high half):
-  // nibble 3 + 4 = 7 -> byte 3, high nibble.
+  // code 3 + 4 = 7 of the same word.
   s = kernel_code_slot(11, 39, K);
-  EXPECT_EQ(s.byte, 14 * 16 + 4 + 3);
-  EXPECT_EQ(s.nibble, 1);
+  EXPECT_EQ(s.word_byte, 14 * 16 + 4);
+  EXPECT_EQ(s.code, 7);
   // Second k-tile of strip 1 (rows 16..31): tile index 1 * 2 + 1 = 3.
   s = kernel_code_slot(16, 64, K);
-  EXPECT_EQ(s.byte, 3 * 512);
+  EXPECT_EQ(s.word_byte, 3 * 512);
+  EXPECT_EQ(s.code, 0);
   // Scales: row 11 block 3 (tile 1, b = 1) -> 32 + 16 + 2*3 + 1.
   EXPECT_EQ(kernel_scale_slot(11, 3, K), 32 + 16 + 6 + 1);
+}
+
+// pack_mxfp4 puts a code's bits where docs/kernels.md says: code 7 of a word
+// (a3 high half) at bits {16, 17, 10, 25} (mantissa, e0, e1, sign).
+TEST(Mxfp4Layout, PackPlacesTheCodeBitsOfTheDocumentedTable) {
+  const int64_t N = 16, K = 64;
+  std::vector<uint8_t> codes(size_t(N * K / 2), 0), scales(size_t(N * K / 32), 127);
+  codes[size_t(11 * (K / 2) + 39 / 2)] = uint8_t(0xB << 4);  // row 11, column 39 (odd: high nibble)
+  PackedMxfp4 p = pack_mxfp4(codes, scales, N, K);
+  const size_t at = 14 * 16 + 4;  // lane 14, word 1
+  uint32_t word = 0;
+  for (int j = 0; j < 4; ++j) word |= uint32_t(p.codes[at + j]) << (8 * j);
+  EXPECT_EQ(word, (1u << 16) | (1u << 17) | (1u << 25));  // 0xB = -1.5: m = 1, e0 = 1, e1 = 0, sign
+  for (size_t b = 0; b < p.codes.size(); ++b) {
+    if (b >= at && b < at + 4) continue;
+    ASSERT_EQ(p.codes[b], 0) << "byte " << b;
+  }
 }
 
 TEST(Mxfp4Layout, RefusesNanScalesAndBadShapes) {
@@ -123,7 +144,7 @@ TEST(Mxfp4Layout, SourceFunctionsInvertTheSlots) {
     for (int64_t k = 0; k < K; ++k) {
       CodeSlot s = kernel_code_slot(r, k, K);
       int64_t r2 = -1, k2 = -1;
-      kernel_code_source(s.byte, s.nibble, K, r2, k2);
+      kernel_code_source(s.word_byte, s.code, K, r2, k2);
       ASSERT_EQ(r2, r);
       ASSERT_EQ(k2, k);
     }
