@@ -397,10 +397,12 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   // so register loads stay.
   // Since 2026-12-01 up to 16 pairs (Kimi 1-2 tokens) take the wide-CTA
   // kernels (weight_loads 6, fused_moe_decode.cu; bench/mxfp4/
-  // results-moe-decode-2026-12-01.md): 1 token 63.2 vs 64.1 us W4A16 and 65.6
-  // vs 70.0 W4A4 (h quantized in gate_up's epilogue), 2 tokens 129.0 vs 130.8
-  // and 127.4 vs 128.6 (CUDA graphs, one call). From 8 tokens (routed) they
-  // were not faster (40 tokens 1761 vs 1667 us events): the first kernels stay.
+  // results-moe-decode-2026-12-01.md, CUDA graphs, final call): 1 token
+  // 63.0-63.3 vs 63.9-64.0 us W4A16 and 65.0 vs 69.7 W4A4 (h quantized in
+  // gate_up's epilogue), 2 tokens 123.5-125.7 vs 123.8-124.1 (equal) and 126.5
+  // vs 125.8 W4A4. On the routed path (from 17 pairs) they were not faster (8
+  // tokens 448.1 vs 442.7-449.4, 40 tokens 1658.9 vs 1635.4-1687.8): the first
+  // kernels stay there.
   const int loads = config.weight_loads ? config.weight_loads : pairs <= kDirectAutoPairs ? kWideLoads : 1;
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const bool wide = loads == kWideLoads;  // fused_moe_decode.cu checks its own K-slices

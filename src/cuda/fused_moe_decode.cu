@@ -6,15 +6,14 @@
 //    quantize-dequantize of h happens in the epilogue (warp 0: 4 lanes per
 //    block, amax over two shuffles, the bit-exact math of mxfp4_qdq.cuh)
 //    instead of a separate launch between gate_up and down;
-//  - K-slices chosen so that the grid is about one wave of resident warps
-//    (at <= 64 registers, 32 warps per SM): 1 token's gate_up is 512 CTAs of 8
-//    warps instead of 2048 of 4 (1.9 waves); down 896 CTAs of 4 warps (one per
-//    strip) instead of 3584 (3.4 waves);
+//  - gate_up's K-slices chosen so that the grid is about one wave of resident
+//    warps (at <= 64 registers, 32 warps per SM): 1 token's gate_up is 512
+//    CTAs of 8 warps instead of 2048 of 4 (1.9 waves); down's CTA stays 4
+//    warps (4 / ks strips x ks K-slices, auto 2: 1792 CTAs at 1 token);
 //  - weights in 3-tile register batches (every load of a batch issued before
-//    its first use, <= 64 registers); the last partial batch loads the strip's
-//    last tile again for its missing slots (an L2 hit) and skips their MMAs,
-//    so no tile travels alone (down's 8- or 32-tile slices had 2 single-tile
-//    round trips at the end);
+//    its first use, <= 64 registers); a partial last batch loads the strip's
+//    last tile again for its missing slots (an L2 hit) and skips their MMAs
+//    instead of running its tiles one round trip each;
 //  - the first batch's weights are requested before griddepcontrol.wait: down
 //    (launched with PDL) loads them while gate_up's last CTAs run, and gate_up
 //    while W4A4's x quantizer runs (launched with PDL after it, direct path).
@@ -39,8 +38,9 @@ constexpr int kMaxSlices = 4;
 constexpr int kMaxThreads = kStripsPerCta * kMaxSlices * 32;
 constexpr int kBatch = 3;
 constexpr int kDownWarps = 4;
-// down's K-slices (2026-12-01, H200, 1 token with per-tile branches: ks 2
-// 69.6 us vs 72.0 for 4 and 72.8 for 1, CUDA graph).
+// down's K-slices (2026-12-01, H200, 1 token, CUDA graph of the whole step:
+// ks 2 62.98 us vs 65.59 for 4 and 64.60 for 1;
+// bench/mxfp4/results-moe-decode-2026-12-01.md).
 constexpr int kAutoDownSlices = 2;
 // Resident warps per SM at <= 64 registers per thread (65536 / 64 / 32).
 constexpr int kWarpsPerSm = 32;
@@ -79,7 +79,7 @@ __device__ __forceinline__ void strip_batch(const uint4* wp, const uint16_t* sp,
 // The first batch (weights requested before griddepcontrol.wait, activations
 // after it) and a last partial batch take the general path; the batches
 // between run without any per-tile condition (a per-tile branch in every
-// batch cost 11% more instructions and 3.5 us per gate_up, ncu 2026-12-01).
+// batch cost 11% more instructions and ~5 us per gate_up, ncu 2026-12-01).
 template <bool kBig, int kU = kBatch>
 __device__ __forceinline__ void strip_mma_balanced(const uint8_t* __restrict__ codes,
                                                    const uint8_t* __restrict__ scales, int kt0,
