@@ -38,12 +38,18 @@ def is_auto(r):
 
 
 def pick(rows, prefer_graph):
-    """The row to judge among repeats: the graph timing when asked for and
-    present, then the fastest (a later run of the same kernel wins ties)."""
+    """The row to judge among repeats of the same kernel: the graph timings
+    when asked for and present, averaged over the repeats (the fastest would
+    flatter the kernel by the run-to-run spread)."""
     if prefer_graph:
         graph = [r for r in rows if "CUDA graph" in r.get("note", "")]
         rows = graph or rows
-    return min(rows, key=lambda r: r["us"]) if rows else None
+    if not rows:
+        return None
+    judged = dict(rows[0])
+    judged["us"] = sum(r["us"] for r in rows) / len(rows)
+    judged["floor_us"] = sum(r["floor_us"] for r in rows) / len(rows)
+    return judged
 
 
 def tflops(r):
