@@ -54,40 +54,43 @@ constexpr int kItemRows = kItemStrips * kStripRows;  // 256
 // registers it serialized every wgmma (warning C7512).
 constexpr int kConsumerWarps = 8;
 // MoeConfig::ws_down_epilogue when 0: 1 = FP32 atomics after each item,
-// 2 = deferred into the next item's K loop (DeferredAdd). H200, 2026-12-01,
-// one call (bench/mxfp4/results-prefill-2026-12-01.md): 8192 Kimi tokens
-// 15.39 vs 15.77 ms for path 5, 2048 tokens 6.52 vs 6.57.
-constexpr int kAutoDownEpilogue = 2;
+// 2 = deferred into the next item's K loop (DeferredAdd, 4-stage ring); 3 =
+// 3/4 of them deferred, 5-stage ring. H200, 2026-12-01
+// (bench/mxfp4/results-prefill-2026-12-01.md), 8192 Kimi tokens, with the
+// deep gate_up: 3 15.31 / 15.64 ms, 2 15.41 / 15.74, 1 15.71 / 15.95 in two
+// calls (2048 tokens: 6.37, 6.45, 6.40); with the 2-buffer gate_up, 1 (path 5
+// as of 2026-11-30) 15.84 / 16.03 and 2 15.41 / 15.74.
+constexpr int kAutoDownEpilogue = 3;
 // MoeConfig::ws_gate_up_depth when 0: wgmma groups a gate_up warpgroup keeps
 // in flight while it dequantizes the next (1: 2 A buffers; 2: 3,
-// consume_item_deep). Same call: 2048 tokens 6.43 vs 6.52 ms (with the
-// deferred down), 6.46 vs 6.57 (atomics); 8192 tokens 15.40 vs 15.39 and
-// 15.70 vs 15.77.
+// consume_item_deep). Same calls, 8192 tokens: 2 15.71 / 15.95 ms vs 1 15.84
+// / 16.03 with down's atomics, 15.41 / 15.74 vs 15.41 / 15.74 deferred; 2048
+// tokens 6.40 vs 6.50 (atomics), 6.45 vs 6.54 (deferred). ncu: gate_up 8.61
+// ms vs 8.77.
 constexpr int kAutoGateUpDepth = 2;
 constexpr int kThreads = kConsumerWarps * 32;
 // Ring depth; tiles are issued kStages - 2 ahead of the one being consumed.
 constexpr int kStages = 7;
-// down with the deferred epilogue: its 128 KB of staged results leave room
-// for 4 stages.
-constexpr int kDeferredStages = 4;
 constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
 constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384
 constexpr int kCodeStage = kItemStrips * kTileCodeBytes;    // 8192
 constexpr int kScaleStage = kItemStrips * kTileScaleBytes;  // 512
 constexpr int kStageBytes = kActStage + kCodeStage + kScaleStage;  // 25088
 constexpr int kStagingBytes = 8 * kChunkBytes;  // gate_up epilogue, per consumer warpgroup
-// down's deferred epilogue: a thread's 128 results of one item, in 32 steps
-// of 4 floats, stored [step][thread] (16 bytes each, conflict-free).
-constexpr int kDrainSteps = 32;
-constexpr int kDrainBytes = kDrainSteps * kThreads * 16;  // 131072
-
-constexpr int stages_of(bool deferred) { return deferred ? kDeferredStages : kStages; }
-constexpr int smem_bytes(bool gate_up, bool deferred) {
-  return stages_of(deferred) * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) +
-         (deferred ? kDrainBytes : 0) + 2 * stages_of(deferred) * 8;
+// down's deferred epilogue (kDefer): a thread's 128 results of one item are
+// 32 steps of 4 floats. kDefer 1: all 32 staged, stored [step][thread] (16
+// bytes each, conflict-free), 128 KB, leaving room for a 4-stage ring;
+// kDefer 2: 24 staged (96 KB, 5 stages), the last 8 added right away.
+constexpr int kAllSteps = 32;
+constexpr int staged_steps(int defer) { return defer == 2 ? 24 : defer == 1 ? kAllSteps : 0; }
+constexpr int stages_of(int defer) { return defer == 2 ? 5 : defer == 1 ? 4 : kStages; }
+constexpr int smem_bytes(bool gate_up, int defer) {
+  return stages_of(defer) * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) +
+         staged_steps(defer) * kThreads * 16 + 2 * stages_of(defer) * 8;
 }
-static_assert(smem_bytes(true, false) <= 227 * 1024, "shared memory of one SM exceeded");
-static_assert(smem_bytes(false, true) <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(smem_bytes(true, 0) <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(smem_bytes(false, 1) <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(smem_bytes(false, 2) <= 227 * 1024, "shared memory of one SM exceeded");
 
 // xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
 // x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
@@ -461,7 +464,9 @@ struct NoPending {
 // atomics, so the MMA warps keep the tensor pipe fed instead of spending the
 // whole add after each item (ncu, 8192 tokens: 5.68 ms for down's 1.92 TFLOP
 // against gate_up's 439 TFLOP/s). The pair and weight of step k + 1 are
-// loaded one step ahead (L2 latency off the warp's path).
+// loaded one step ahead (L2 latency off the warp's path). Steps from kSteps
+// on are not staged: stage() adds them at once.
+template <int kSteps>
 struct DeferredAdd {
   uint32_t slots;   // shared address of this thread's step 0
   int start = 0;    // staged item's first pair in the sorted order
@@ -477,7 +482,7 @@ struct DeferredAdd {
   __device__ __forceinline__ void stage(const Params& p, const Item& it, int wg, const float (&acc)[2][64]) {
     const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
-    for (int k = 0; k < kDrainSteps; ++k) {
+    for (int k = 0; k < kSteps; ++k) {
       const int nb = k >> 1, j = k & 1;
       asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(slots + k * kThreads * 16),
                    "f"(acc[0][4 * nb + j]), "f"(acc[0][4 * nb + 2 + j]), "f"(acc[1][4 * nb + j]),
@@ -493,26 +498,38 @@ struct DeferredAdd {
       wt = __ldg(p.weights + pair);
     }
     if (n_of(1) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(1));
+#pragma unroll
+    for (int k = kSteps; k < kAllSteps; ++k) {
+      const int nb = k >> 1, j = k & 1;
+      if (n_of(k) >= count) break;
+      const int pair = __ldg(p.s.sorted_pairs + start + n_of(k));
+      const float f = __ldg(p.weights + pair);
+      float* o = p.out + size_t(pair / p.topk) * p.N + col;
+      atomicAdd(o, f * acc[0][4 * nb + j]);
+      atomicAdd(o + 8, f * acc[0][4 * nb + 2 + j]);
+      atomicAdd(o + 4 * kStripRows, f * acc[1][4 * nb + j]);
+      atomicAdd(o + 4 * kStripRows + 8, f * acc[1][4 * nb + 2 + j]);
+    }
   }
 
   __device__ __forceinline__ void step(const Params& p, int k) {
-    if (k >= kDrainSteps || n_of(k) >= count) return;
+    if (k >= kSteps || n_of(k) >= count) return;
     const float4 v = lds_f32x4(slots + k * kThreads * 16);
     float* o = p.out + size_t(token) * p.N + col;
     atomicAdd(o, wt * v.x);
     atomicAdd(o + 8, wt * v.y);
     atomicAdd(o + 4 * kStripRows, wt * v.z);
     atomicAdd(o + 4 * kStripRows + 8, wt * v.w);
-    if (k + 1 < kDrainSteps && n_of(k + 1) < count) {
+    if (k + 1 < kSteps && n_of(k + 1) < count) {
       token = next_pair / p.topk;
       wt = __ldg(p.weights + next_pair);
     }
-    if (k + 2 < kDrainSteps && n_of(k + 2) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(k + 2));
+    if (k + 2 < kSteps && n_of(k + 2) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(k + 2));
   }
 
-  // Steps [k0, kDrainSteps): what an item of fewer K tiles left, or the last item.
+  // Steps [k0, kSteps): what an item of fewer K tiles left, or the last item.
   __device__ __forceinline__ void finish(const Params& p, int k0) {
-    for (int k = k0; k < kDrainSteps; ++k) step(p, k);
+    for (int k = k0; k < kSteps; ++k) step(p, k);
   }
 
   __device__ __forceinline__ static float4 lds_f32x4(uint32_t a) {
@@ -523,13 +540,15 @@ struct DeferredAdd {
 };
 
 // kDeep: the K loop of consume_item_deep (3 A buffers, wait_group 2).
-template <bool kGateUp, bool kBig, bool kDeferred, bool kDeep = false>
+// kDefer: down's deferred epilogue (staged_steps, stages_of), 0 = none.
+template <bool kGateUp, bool kBig, int kDefer, bool kDeep = false>
 __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
-  constexpr int kS = stages_of(kDeferred);
+  constexpr int kS = stages_of(kDefer);
+  constexpr int kStaged = staged_steps(kDefer);
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t base = dev::smem_addr(smem);
   const uint32_t staging = base + kS * kStageBytes;
-  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0) + (kDeferred ? kDrainBytes : 0);
+  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0) + kStaged * kThreads * 16;
   if (threadIdx.x == 0) {
     for (int st = 0; st < kS; ++st) {
       dev::mbar_init(bars + 8 * st, 1);
@@ -552,8 +571,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     prod.init(p, items, row_blocks);
     for (int i = 0; i < kS - 2; ++i) prod.issue(p, base, bars, items, row_blocks);
   }
-  std::conditional_t<kDeferred, DeferredAdd, NoPending> pending;
-  if constexpr (kDeferred) pending.slots = staging + threadIdx.x * 16;
+  std::conditional_t<kDefer != 0, DeferredAdd<kStaged>, NoPending> pending;
+  if constexpr (kDefer != 0) pending.slots = staging + threadIdx.x * 16;
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
@@ -574,14 +593,14 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     }
     if constexpr (kGateUp) {
       store_h(p, it, c, staging + c * kStagingBytes, acc);
-    } else if constexpr (kDeferred) {
+    } else if constexpr (kDefer != 0) {
       pending.finish(p, p.K / kTileK);  // steps the K loop had no tile for
       pending.stage(p, it, c, acc);
     } else {
       add_out(p, it, c, acc);
     }
   }
-  if constexpr (kDeferred) pending.finish(p, 0);
+  if constexpr (kDefer != 0) pending.finish(p, 0);
 }
 
 int sm_count() {
@@ -636,28 +655,30 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   p.act64 = map_2d(act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
 }
 
-template <bool kGateUp, bool kBig, bool kDeferred = false, bool kDeep = false>
+template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
 void launch_ws(const Params& p, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes(kGateUp, kDeferred);
+  constexpr int kSmem = smem_bytes(kGateUp, kDefer);
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig, kDeferred, kDeep>,
+    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig, kDefer, kDeep>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   });
-  moe_ws_kernel<kGateUp, kBig, kDeferred, kDeep><<<unsigned(sm_count()), kThreads, kSmem, stream>>>(p);
+  moe_ws_kernel<kGateUp, kBig, kDefer, kDeep><<<unsigned(sm_count()), kThreads, kSmem, stream>>>(p);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 
 template <bool kBig>
 void launch_gate_up(const Params& p, bool deep, cudaStream_t stream) {
-  if (deep) launch_ws<true, kBig, false, true>(p, stream);
-  else launch_ws<true, kBig, false, false>(p, stream);
+  if (deep) launch_ws<true, kBig, 0, true>(p, stream);
+  else launch_ws<true, kBig, 0, false>(p, stream);
 }
 
+// epilogue: MoeConfig::ws_down_epilogue (1..3).
 template <bool kBig>
-void launch_down(const Params& p, bool deferred, cudaStream_t stream) {
-  if (deferred) launch_ws<false, kBig, true>(p, stream);
-  else launch_ws<false, kBig, false>(p, stream);
+void launch_down(const Params& p, int epilogue, cudaStream_t stream) {
+  if (epilogue == 3) launch_ws<false, kBig, 2>(p, stream);
+  else if (epilogue == 2) launch_ws<false, kBig, 1>(p, stream);
+  else launch_ws<false, kBig, 0>(p, stream);
 }
 
 }  // namespace
@@ -670,11 +691,11 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
     fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
   if (E > dev::kMoeMapThreads)
     fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", dev::kMoeMapThreads);
-  if (down_epilogue < 0 || down_epilogue > 2)
-    fail_input("fused_moe_decode: ws_down_epilogue must be 0..2, got {}", down_epilogue);
+  if (down_epilogue < 0 || down_epilogue > 3)
+    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3, got {}", down_epilogue);
   if (gate_up_depth < 0 || gate_up_depth > 2)
     fail_input("fused_moe_decode: ws_gate_up_depth must be 0..2, got {}", gate_up_depth);
-  const bool deferred = (down_epilogue ? down_epilogue : kAutoDownEpilogue) == 2;
+  const int epilogue = down_epilogue ? down_epilogue : kAutoDownEpilogue;
   const bool deep = (gate_up_depth ? gate_up_depth : kAutoGateUpDepth) == 2;
   const int R = T * topk;
   uint4* xs = reinterpret_cast<uint4*>(xp);
@@ -707,8 +728,8 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
         reinterpret_cast<uint4*>(s.h), s, E, I, R);
     MX_CUDA_CHECK(cudaGetLastError());
   }
-  if (w.big_scales) launch_down<true>(dn, deferred, stream);
-  else launch_down<false>(dn, deferred, stream);
+  if (w.big_scales) launch_down<true>(dn, epilogue, stream);
+  else launch_down<false>(dn, epilogue, stream);
 }
 
 }  // namespace mx::cuda

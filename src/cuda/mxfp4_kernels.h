@@ -132,7 +132,8 @@ struct MoeConfig {
   // Path 5 (warp-specialized prefill) only, how down adds weight * y into out:
   // 1 = FP32 atomics from the MMA warps after each work item; 2 = the item's
   // results staged in shared memory and added during the next item's K loop
-  // (4-stage copy ring instead of 7); 0 = auto (docs/mxfp4-prefill.md).
+  // (4-stage copy ring instead of 7); 3 = 3/4 of them deferred, the rest
+  // added at once (5-stage ring); 0 = auto (docs/mxfp4-prefill.md).
   int ws_down_epilogue = 0;
   // Path 5, gate_up: wgmma groups a warpgroup keeps in flight while it
   // dequantizes the next one's weights: 1 (2 A register buffers) or 2 (3
