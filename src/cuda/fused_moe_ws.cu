@@ -25,7 +25,8 @@
 //     of the chunk layout; down adds weight * y into out with FP32 atomics,
 //     either right after the item (kStages ring) or deferred: the item's
 //     results go to shared memory and each warp adds them a step per K tile
-//     of its next item, between its wgmma groups (DeferredAdd, 4-stage ring).
+//     of its next item, between its wgmma groups (DeferredAdd; 4- or 5-stage
+//     ring). gate_up keeps two wgmma groups in flight (consume_item_deep).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
