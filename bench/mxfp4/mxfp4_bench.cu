@@ -8,7 +8,7 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
@@ -20,6 +20,11 @@
 // --dense: only the copy bandwidth and the dense shapes at M = 16, 32 and 64
 // (W4A16; expert shapes and the big-scale path at 16 and 64): the previous
 // kernel for each M and the wgmma kernel (kernel 7) with 1..8 K splits beside auto.
+// --dense-small: only the copy bandwidth and the dense shapes at M = 1, 8, 12
+// and 16 (expert shapes, the big-scale path and two MLA projection shapes,
+// o_proj 7168x8192 and q_b_proj 12288x1536, at 1 and 16): the strip kernels
+// beside the balanced kernel (kernel 8) with each of its load batches and,
+// from 9 tokens, the strip-pair kernel (kernel 9).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -62,6 +67,7 @@ std::vector<Row> g_rows;
 std::FILE* g_json = nullptr;
 bool g_decode = false;  // --decode
 bool g_dense = false;   // --dense
+bool g_dense_small = false;  // --dense-small
 
 void emit(const Row& r) {
   g_rows.push_back(r);
@@ -197,7 +203,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
     DeviceBuffer<uint16_t> x(size_t(M) * K), xq(size_t(M) * K), y(size_t(M) * N);
     DeviceBuffer<float> ref(size_t(M) * N);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    const std::vector<const char*> modes = g_decode || g_dense ? std::vector<const char*>{"W4A16"}
+    const std::vector<const char*> modes = g_decode || g_dense || g_dense_small ? std::vector<const char*>{"W4A16"}
                                                     : std::vector<const char*>{"W4A16", "W4A4"};
     for (const char* mode : modes) {
       const bool a4 = mode[3] == '4';
@@ -211,10 +217,22 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       // 5 = strip kernel 1 with each batch's loads issued first, 7 = wgmma
       // kernel (kparam = K splits, 0 = auto).
       struct GemmVariant {
-        int kernel, kparam, cluster;
+        int kernel, kparam, cluster, batch = 0;  // batch: GemmConfig::batch_tiles (kernel 8)
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
-      if (g_dense) {
+      if (g_dense_small) {
+        // --dense-small: the strip kernels of this M beside the balanced kernel.
+        if (!big_scales) {
+          variants.push_back({M <= 8 ? 6 : 1, 0, 0});
+          variants.push_back({5, 0, 0});
+          if (M > 8) variants.push_back({5, 8, 0});
+        }
+        for (int batch : M <= 8 ? std::vector<int>{3, 4} : std::vector<int>{1, 3})
+          variants.push_back({8, 0, 0, batch});
+        if (M > 8 && N % 32 == 0)
+          for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2}})
+            variants.push_back({9, ks, 0, batch});
+      } else if (g_dense) {
         // --dense: the previous kernels of this token range beside the wgmma kernel.
         if (!big_scales) variants.push_back({M > 32 ? 3 : 1, 0, 0});
         if (!big_scales && M > 32) variants.push_back({1, 4, 0});
@@ -225,11 +243,12 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (M <= 16) variants.push_back({1, 0, 0});
         else if (M > 16) variants.insert(variants.end(), {{1, 4, 0}, {3, 0, 0}, {3, 1, 0}, {3, 4, 0}});
       }
-      if (!a4 && M <= 16 && !g_dense) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
-      for (auto [kernel, kparam, cluster] : variants) {
+      if (!a4 && M <= 16 && !g_dense && !g_dense_small) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
+      for (auto [kernel, kparam, cluster, batch] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
+        cfg.batch_tiles = batch;
         if (kernel == 3 || kernel == 7) cfg.k_splits = kparam;
         else cfg.k_slices = kparam;
         if (kernel == 4) cfg.k_splits = cluster;
@@ -261,6 +280,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
           r.note = std::string(kernel == 5 ? "batched registers" : "batched registers <= 64 regs") +
                    (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 7) r.note = "wgmma" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
+        else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
+        else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
@@ -615,6 +636,58 @@ void profile_moe_decode_run(cudaStream_t s) {
   }
 }
 
+// 36864 x 7168 at M = 16: strip kernel 1 (auto) and the strip-pair kernel 9,
+// two launches each.
+void profile_m16_run(cudaStream_t s) {
+  const int N = 36864, K = 7168, M = 16;
+  DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
+  fill_random_bytes(c.p, c.n, next_seed(), s);
+  fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
+  pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
+  Mxfp4DeviceWeight w;
+  w.codes = pc.p;
+  w.scales = ps.p;
+  w.rows = N;
+  w.cols = K;
+  DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
+  fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+  for (int kernel : {1, 9}) {
+    GemmConfig cfg;
+    cfg.kernel = kernel;
+    for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
+    CK(cudaStreamSynchronize(s));
+    std::printf("profile: %dx%d M=%d kernel %d launched twice\n", N, K, M, kernel);
+  }
+}
+
+// --profile --dense-small: 7168 x 18432 at M = 1 and 8, two launches each of
+// the strip kernel 6 (the previous auto) and the balanced kernel 8, then
+// profile_m16_run, for `ncu --clock-control none -k regex:dense`.
+void profile_small_run(cudaStream_t s) {
+  const int N = 7168, K = 18432;
+  DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
+  fill_random_bytes(c.p, c.n, next_seed(), s);
+  fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
+  pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
+  Mxfp4DeviceWeight w;
+  w.codes = pc.p;
+  w.scales = ps.p;
+  w.rows = N;
+  w.cols = K;
+  for (int M : {1, 8}) {
+    DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    for (int kernel : {6, 8}) {
+      GemmConfig cfg;
+      cfg.kernel = kernel;
+      for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
+      CK(cudaStreamSynchronize(s));
+      std::printf("profile: %dx%d M=%d kernel %d launched twice\n", N, K, M, kernel);
+    }
+  }
+  profile_m16_run(s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -634,10 +707,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
     else if (!std::strcmp(argv[i], "--moe-decode")) g_decode = moe_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
+    else if (!std::strcmp(argv[i], "--dense-small")) g_dense_small = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -650,7 +724,8 @@ int main(int argc, char** argv) {
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (profile) {
-      if (g_dense) profile_dense_run(s);
+      if (g_dense_small) profile_small_run(s);
+      else if (g_dense) profile_dense_run(s);
       else if (moe_decode) profile_moe_decode_run(s);
       else profile_run(s);
       return 0;
@@ -662,6 +737,14 @@ int main(int argc, char** argv) {
     }
     if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
+    } else if (g_dense_small) {
+      bench_dense({"dense_gate_up", 36864, 7168}, {1, 8, 12, 16}, s, false);
+      bench_dense({"dense_down", 7168, 18432}, {1, 8, 12, 16}, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {1, 16}, s, false);
+      bench_dense({"expert_down", 7168, 2048}, {1, 16}, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {1, 16}, s, true);
+      bench_dense({"mla_o_proj", 7168, 8192}, {1, 16}, s, false);
+      bench_dense({"mla_q_b_proj", 12288, 1536}, {1, 16}, s, false);
     } else if (g_dense) {
       bench_dense({"dense_gate_up", 36864, 7168}, {16, 32, 64}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {16, 32, 64}, s, false);

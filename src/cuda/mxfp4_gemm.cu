@@ -11,6 +11,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_gemm_balanced.h"
+#include "cuda/mxfp4_gemm_pair.h"
 #include "cuda/mxfp4_gemm_wgmma.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
@@ -311,6 +313,17 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   if (M > 16 || strips >= 2048) c.k_slices = 4;
   else if (strips <= 256 && tiles >= 96) c.k_slices = 16;
   else c.k_slices = 8;
+  // 9..16 tokens on large weights: two strips per warp sharing the activation
+  // loads (kernel 9), 4 K-slices from 2048 strips, else 8 (H200, 2026-12-01,
+  // bench/mxfp4/results-dense-small-2026-12-01.md: 36864x7168 at 12 / 16
+  // tokens 45.7 / 46.5 vs 57.0 / 64.9 us for kernel 1, 7168x18432 29.7 / 30.2
+  // vs 33.0 / 33.9; -7..-11% in two earlier calls on the previous layout).
+  // Expert-sized 4096x7168 measured slower (12.6 vs 11.3).
+  if (M > 8 && large && dense_pair_supported(w, strips >= 2048 ? 4 : 8)) {
+    c.kernel = 9;
+    c.k_slices = strips >= 2048 ? 4 : 8;
+    return c;
+  }
   // Up to 8 tokens on large weights: every load of a batch issued first
   // (H200, 2026-11-30, bench/mxfp4/results-decode-2026-11-30.md). Kernel 5
   // where the grid spans several waves anyway (36864x7168 M=1: 43.8 vs 46.4
@@ -318,7 +331,13 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   // CTAs must all fit at once (7168x18432 M=1: 27.7 vs 29.1 for kernel 5 and
   // 29.5 for kernel 1). Expert-sized 4096x7168: kernel 5 slower (14.1 vs
   // 11.5), kernel 6 equal (11.4): left on kernel 1.
-  if (M <= 8 && w.rows * w.cols >= (int64_t(64) << 20)) c.kernel = strips >= 2048 ? 5 : 6;
+  if (M <= 8 && large) c.kernel = strips >= 2048 ? 5 : 6;
+  // Fewer strips (7168x18432): each strip's 8 K-slices in a cluster of 2
+  // CTAs of 4 warps (kernel 8), so that 896 small CTAs spread over the SMs
+  // more evenly than 448 CTAs of 8 warps (H200, 2026-12-01: 23.2 vs 23.8 us
+  // at M=1, 23.7 vs 24.6 at M=8; -2% in three earlier calls on the previous
+  // layout).
+  if (c.kernel == 6 && dense_balanced_supported(w)) c.kernel = 8;
   return c;
 }
 
@@ -335,8 +354,15 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.k_slices) c.k_slices = config.k_slices;
   if (config.strips_per_cta) c.strips_per_cta = config.strips_per_cta;
   if (config.k_splits) c.k_splits = config.k_splits;
-  if (c.kernel < 1 || c.kernel > 7) fail_input("mxfp4_gemm: kernel must be 1..7, got {}", c.kernel);
+  if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
+  if (c.kernel < 1 || c.kernel > 9) fail_input("mxfp4_gemm: kernel must be 1..9, got {}", c.kernel);
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
+  if (c.kernel == 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles);
+  if (c.kernel == 9) {
+    // The strip kernels' K-slice rule can give 16; the pair kernel has 4 or 8.
+    const int ks = config.k_slices ? config.k_slices : c.k_slices == 8 ? 8 : 4;
+    return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles);
+  }
   if (c.kernel == 7) return launch_dense_wgmma(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 4) {
     if (M > 16) fail_input("mxfp4_gemm: the bulk kernel takes up to 16 tokens, got {}", M);

@@ -30,17 +30,26 @@ struct Mxfp4DeviceWeight {
 // at most 64 registers (more warps per SM), up to 8 tokens; 7 = wgmma kernel
 // (128 rows x up to 64 tokens per CTA, A = weights dequantized in registers,
 // B = activations in shared memory; N % 128 == 0, K % 256 == 0; auto for
-// 17..64 tokens on large weights).
+// 17..64 tokens on large weights); 8 = strip kernel with each strip's 8
+// K-slice warps in a cluster of 2 CTAs of 4 (partial sums through distributed
+// shared memory), so that the CTAs spread more evenly over the SMs; 1..16
+// tokens, K >= 512 (mxfp4_gemm_balanced.cu); 9 = strip kernel with two strips
+// per warp sharing each activation load, 9..16 tokens, N % 32 == 0
+// (mxfp4_gemm_pair.cu).
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
 // split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
 // k_splits 1 or 2 CTAs (one cluster) split K. Kernel 7: k_splits 1, 2, 4 or 8
-// CTAs (one cluster) split K (auto 2).
+// CTAs (one cluster) split K (auto 2). Kernel 8: batch_tiles 3 or 4 up to 8
+// tokens (kernel 6's and 5's loads), 1 (kernel 1's loop) or 3 for 9..16; 0 = 3
+// and 1. Kernel 9: k_slices 4 or 8 warps per strip pair (0 = 4 from 2048
+// strips, else 8), batch_tiles 1 or 2 K tiles per load batch (0 = 2).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..7 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..9 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
+  int batch_tiles = 0;     // kernels 8, 9: weight tiles per load batch (0 = from the shape)
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.

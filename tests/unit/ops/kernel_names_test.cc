@@ -33,7 +33,8 @@ TEST(KernelNames, NumbersTheKernelsDocumentStayPut) {
   // The CUDA side switches on these numbers (src/cuda/mxfp4_kernels.h:
   // GemmConfig::kernel, MoeConfig::path, MoeConfig::w4a4_mma).
   EXPECT_EQ(mxfp4_gemm_kernel_names(), (std::vector<std::string>{"auto", "strip", "strip-ring", "tiled", "strip-bulk",
-                                                                 "strip-batched", "strip-batched-tight", "wgmma"}));
+                                                                 "strip-batched", "strip-batched-tight", "wgmma",
+                                                                 "strip-balanced", "strip-pair"}));
   EXPECT_EQ(moe_kernel_names(), (std::vector<std::string>{"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma",
                                                           "prefill-ws"}));
   EXPECT_EQ(w4a4_mma_names(), (std::vector<std::string>{"auto", "bf16", "fp8", "fp8-256"}));
