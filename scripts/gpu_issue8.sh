@@ -27,16 +27,19 @@ done
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
 echo "date: $(date -u +%FT%TZ)" | tee -a "$out/gpu.txt"
-parts=(decode dense)
+failed=0  # a bench part that dies fails the run even if the rows it wrote pass
+parts=(decode dense dense-small)
 [[ $prefill == 1 ]] && parts+=(moe-prefill)
 for part in "${parts[@]}"; do
   echo "=== mxfp4_bench --$part"
-  timeout 300 "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1 || echo "BENCH --$part FAILED (exit $?): see $part.log"
+  if ! timeout 300 "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1; then
+    echo "BENCH --$part FAILED: see $part.log"; tail -5 "$out/$part.log"; failed=1
+  fi
   grep -c '"kernel"' "$out/$part.jsonl" 2>/dev/null | sed 's/^/rows: /'
 done
 jsonl=()
 for part in "${parts[@]}"; do [[ -f "$out/$part.jsonl" ]] && jsonl+=("$out/$part.jsonl"); done
-cat "${jsonl[@]}" >"$out/bench.jsonl"
+cat "${jsonl[@]}" /dev/null >"$out/bench.jsonl"
 peer_files=()
 if [[ $with_peers == 1 ]]; then
   echo "=== peers"
@@ -47,7 +50,7 @@ if [[ $with_peers == 1 ]]; then
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/mxfp4/peers_run.py --peers "$peers" --dense --json "$out/peers-dense.jsonl" \
     >>"$out/peers.log" 2>&1 || echo "peers --dense failed (see peers.log)"
   for f in "$out"/peers-*.jsonl; do [[ -f "$f" ]] && peer_files+=("$f"); done
-  cat "${peer_files[@]}" >"$out/peers.jsonl" 2>/dev/null
+  cat "${peer_files[@]}" /dev/null >"$out/peers.jsonl"
 fi
 echo "=== verdict"
 python3 bench/mxfp4/report.py "$out/bench.jsonl" ${peer_files[@]+"$out/peers.jsonl"} >"$out/table.md"
@@ -56,4 +59,5 @@ tail -4 "$out/table.md"
 echo
 echo "=== issue #8 targets ($(head -2 "$out/gpu.txt" | tail -1 | cut -d, -f1), $(tail -1 "$out/gpu.txt"))"
 python3 bench/mxfp4/scorecard.py "$out/bench.jsonl" ${peer_files[@]+"$out/peers.jsonl"} | tee "$out/scorecard.md"
+[[ $failed == 0 ]] || { echo "verdict: FAIL (a bench part failed)"; rc=1; }
 exit $rc

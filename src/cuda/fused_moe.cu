@@ -403,11 +403,20 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   // vs 125.8 W4A4. On the routed path (from 17 pairs) they were not faster (8
   // tokens 448.1 vs 442.7-449.4, 40 tokens 1658.9 vs 1635.4-1687.8): the first
   // kernels stay there.
-  const int loads = config.weight_loads ? config.weight_loads : pairs <= kDirectAutoPairs ? kWideLoads : 1;
+  const int loads = config.weight_loads                                   ? config.weight_loads
+                    : path == kDirectPath && pairs <= kDirectAutoPairs ? kWideLoads
+                                                                       : 1;
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
-  const bool wide = loads == kWideLoads;  // fused_moe_decode.cu checks its own K-slices
+  const bool wide = loads == kWideLoads;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
-  if (!wide) check_first_decode_slices(config, ks);
+  // Every setting is checked before the first launch, so a refused one leaves
+  // out and the workspace untouched (and nothing half-captured in a graph).
+  if (wide) check_wide_decode_slices(config.gate_up_k_slices, config.down_k_slices);
+  else check_first_decode_slices(config, ks);
+  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3 || config.ws_gate_up_depth < 0 ||
+      config.ws_gate_up_depth > 2)
+    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3 and ws_gate_up_depth 0..2, got {} and {}",
+               config.ws_down_epilogue, config.ws_gate_up_depth);
   const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
   // W4A4 on FP8 tensor cores replaces the prefill paths (it quantizes x itself).
   const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;

@@ -242,11 +242,9 @@ int wave_k_slices(long ctas) {
   return 1;
 }
 
-int checked_k_slices(int requested, long ctas, const char* which) {
-  const int ks = requested ? requested : wave_k_slices(ctas);
-  if (ks != 1 && ks != 2 && ks != 4)
-    fail_input("fused_moe_decode: {}_k_slices must be 1, 2 or 4 with weight_loads 6, got {}", which, ks);
-  return ks;
+void check_requested_slices(int requested, const char* which) {
+  if (requested != 0 && requested != 1 && requested != 2 && requested != 4)
+    fail_input("fused_moe_decode: {}_k_slices must be 1, 2 or 4 with weight_loads 6, got {}", which, requested);
 }
 
 template <bool kBig, bool kDirect, bool kW4a4>
@@ -257,8 +255,8 @@ void launch_wide(const MoeWeights& w, const uint16_t* x, const int* ids, const f
   // Direct: one CTA row per pair (rows of repeated experts leave at once).
   const unsigned ys = kDirect ? unsigned(pairs) : unsigned(std::min(E, pairs));
   const unsigned gx = unsigned(I / 32);
-  const int gks = checked_k_slices(c.gate_up_k_slices, long(gx) * ys, "gate_up");
-  const int dks = checked_k_slices(c.down_k_slices ? c.down_k_slices : kAutoDownSlices, 0, "down");
+  const int gks = c.gate_up_k_slices ? c.gate_up_k_slices : wave_k_slices(long(gx) * ys);
+  const int dks = c.down_k_slices ? c.down_k_slices : kAutoDownSlices;
   const unsigned dx = unsigned(H / kStripRows / (kDownWarps / dks));
   launch_kernel(gate_up_wide_kernel<kBig, kDirect, kW4a4>, dim3(gx, ys), 32 * kStripsPerCta * gks, 0,
                 stream, gate_up_pdl, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
@@ -269,6 +267,11 @@ void launch_wide(const MoeWeights& w, const uint16_t* x, const int* ids, const f
 
 }  // namespace
 
+void check_wide_decode_slices(int gate_up_k_slices, int down_k_slices) {
+  check_requested_slices(gate_up_k_slices, "gate_up");
+  check_requested_slices(down_k_slices, "down");
+}
+
 void launch_moe_decode_wide(const MoeWeights& w, const uint16_t* x, const int* ids,
                             const float* topk_weights, int T, int topk, float* out,
                             const MoeScratch& s, cudaStream_t stream, const WideDecodeConfig& c) {
@@ -277,6 +280,7 @@ void launch_moe_decode_wide(const MoeWeights& w, const uint16_t* x, const int* i
                w.intermediate, w.hidden);
   if (!c.direct && c.quantize_x)
     fail_input("fused_moe_decode: weight_loads 6 quantizes x itself on the direct path only");
+  check_wide_decode_slices(c.gate_up_k_slices, c.down_k_slices);
   bool gate_up_pdl = false;
   if (c.quantize_x) {
     const int64_t quarters = int64_t(T) * w.hidden / 8;

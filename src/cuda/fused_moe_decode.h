@@ -15,9 +15,13 @@ struct WideDecodeConfig {
   bool direct = true;       // direct path (<= 64 pairs, no router) or routed
   bool quantize_x = false;  // W4A4 and x not yet quantized: a quantizer launch first (direct only)
   int gate_up_k_slices = 0; // warps per strip, 1, 2 or 4; 0 = from the shape
-  int down_k_slices = 0;    // same for down
+  int down_k_slices = 0;    // warps per down strip group, 1, 2 or 4; 0 = auto (2)
   bool pdl = true;          // launch down with programmatic dependent launch
 };
+
+// Refuses K-slice requests the wide kernels do not have (0 = from the
+// shape; else 1, 2 or 4); fused_moe_decode calls it before its first launch.
+void check_wide_decode_slices(int gate_up_k_slices, int down_k_slices);
 
 // gate_up (+SiLU*up, + W4A4's per-32 quantize-dequantize of h in the
 // epilogue) and down (+weighted combine into out). The CTA holds 4 strips

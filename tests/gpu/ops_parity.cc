@@ -375,8 +375,9 @@ std::vector<ExpertWeights> make_experts(WeightFormat f, DType d, int64_t E, int6
 
 // fused_moe: both backends get the CPU's routing (the routers are compared
 // above), so this isolates the expert computation.
-void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu4) {
-  const int64_t E = 16, H = 256, I = 128, k = 4;
+void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu4, int64_t E, int64_t H, int64_t I,
+               std::initializer_list<int64_t> token_counts) {
+  const int64_t k = 4;
   auto routing = [&](int64_t T) {
     RoutingParams p;
     p.top_k = k, p.routed_scaling_factor = 2.5f;
@@ -385,7 +386,7 @@ void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu
   std::vector<ExpertWeights> mx = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, false);
   std::vector<ExpertWeights> bf = make_experts(WeightFormat::Dense, DType::BF16, E, H, I, false);
   std::vector<ExpertWeights> mx4 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, true);
-  for (int64_t T : {int64_t(1), int64_t(5), int64_t(40)}) {
+  for (int64_t T : token_counts) {
     MoeRouting r = routing(T);
     Tensor x = bf16_rounded(random_f32({T, H}));
     const std::string s = fmt::format("T{} E{} k{} H{} I{}", T, E, k, H, I);
@@ -673,7 +674,11 @@ int main(int argc, char** argv) {
       mx::print(op_results, op_printed, "ops");
       mx::routing_cases(h);
       mx::print(op_results, op_printed, "ops");
-      mx::moe_cases(h, gpu_ref, gpu4, *cpu4);
+      mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 16, 256, 128, {1, 5, 40});
+      // Deeper K for the wide decode kernels (<= 16 pairs): gate_up's 20 K tiles
+      // per strip split over up to 4 slices run a full 3-tile batch and a
+      // partial one; down's 5 tiles split unevenly. 5 tokens (20 pairs) routed.
+      mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 8, 1280, 320, {1, 2, 4, 5});
       mx::print(op_results, op_printed, "ops");
       mx::forced_kernel_cases(h);
       mx::print(op_results, op_printed, "ops");

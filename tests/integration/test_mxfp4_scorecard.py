@@ -74,3 +74,12 @@ def test_repeats_are_averaged_not_the_fastest_taken(tmp_path):
         row("fused_moe", MOE, 1, 64.0, 44.0, "auto, again, CUDA graph, mean of 8 steps"),  # another repeat
     ])
     assert "62.0 us = 1.41x floor" in line_of(out, "| 1 token") and "MISSED" in line_of(out, "| 1 token")
+
+
+def test_prefill_repeats_are_judged_on_the_mean_time(tmp_path):
+    out = run(tmp_path, [
+        row("fused_moe", MOE, 8192, 10300.0, 5840.0, "auto, events, 560 TFLOP/s"),
+        row("fused_moe", MOE, 8192, 11677.0, 5840.0, "auto, again, events, 494 TFLOP/s"),
+    ])
+    line = line_of(out, "MoE prefill W4A16")
+    assert "525 TFLOP/s (10.99 ms)" in line and "MISSED" in line, line
