@@ -103,31 +103,13 @@ __device__ __forceinline__ void strip_mma_balanced(const uint8_t* __restrict__ c
   if (kt < kt1) strip_batch<kBig, kU, true, false>(wp, sp, xr, kt1 - kt, acc);
 }
 
-// W4A4 quantize-dequantize of 8 BF16 values, one quarter of a 32-block held
-// by lanes 4k..4k+3 (all 32 lanes of the warp call it): qdq_kernel's math.
-__device__ __forceinline__ uint4 qdq_quarter(uint4 v) {
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
-  uint32_t amax = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = max(amax, uint32_t(h[i] & 0x7FFF));
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const int e_s = dev::qdq_scale_exponent(amax);
-  const float inv = dev::exp2_int(-e_s), scale = dev::exp2_int(e_s);
-  uint4 o;
-  uint16_t* oh = reinterpret_cast<uint16_t*>(&o);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) oh[i] = dev::qdq_bf16(h[i], inv, scale);
-  return o;
-}
-
 // W4A4's x quantizer for the direct path: lets gate_up (launched with PDL)
 // start and request its first weights while it runs.
 __global__ void qdq_x_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ xq, int64_t quarters) {
   dev::griddep_launch_dependents();
   const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool valid = q < quarters;
-  const uint4 o = qdq_quarter(valid ? reinterpret_cast<const uint4*>(x)[q] : make_uint4(0, 0, 0, 0));
+  const uint4 o = dev::qdq_quarter(valid ? reinterpret_cast<const uint4*>(x)[q] : make_uint4(0, 0, 0, 0));
   if (valid) reinterpret_cast<uint4*>(xq)[q] = o;
 }
 
@@ -181,7 +163,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
     if (warp == 0) {  // lane: pair column lane / 4, values 8 (lane % 4) .. + 7 of the block
       const int col = lane >> 2, q = lane & 3;
       uint4 v = hblock[col][q];
-      if constexpr (kW4a4) v = qdq_quarter(v);
+      if constexpr (kW4a4) v = dev::qdq_quarter(v);
       if (c0 + col < ep.cnt)
         *reinterpret_cast<uint4*>(s.h + size_t(ep.pairs[c0 + col]) * I + blockIdx.x * 32 + q * 8) = v;
     }

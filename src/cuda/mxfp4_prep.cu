@@ -20,23 +20,10 @@ namespace {
 __global__ void qdq_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ y, int64_t blocks) {
   const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // quarter-block index
   const bool valid = q < blocks * 4;
-  uint4 v = valid ? reinterpret_cast<const uint4*>(x)[q] : make_uint4(0, 0, 0, 0);
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
-  uint32_t amax = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = max(amax, uint32_t(h[i] & 0x7FFF));
-  // Lanes 4k..4k+3 hold one block (blockDim is a multiple of 32, blocks start at
-  // multiples of 4 lanes), so every lane takes part in the shuffles.
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  if (!valid) return;
-  const int e_s = dev::qdq_scale_exponent(amax);
-  const float inv = dev::exp2_int(-e_s), scale = dev::exp2_int(e_s);
-  uint4 o;
-  uint16_t* oh = reinterpret_cast<uint16_t*>(&o);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) oh[i] = dev::qdq_bf16(h[i], inv, scale);
-  reinterpret_cast<uint4*>(y)[q] = o;
+  // blockDim is a multiple of 32 and blocks start at multiples of 4 lanes, so
+  // every lane takes part in qdq_quarter's shuffles (invalid ones with zeros).
+  const uint4 o = dev::qdq_quarter(valid ? reinterpret_cast<const uint4*>(x)[q] : make_uint4(0, 0, 0, 0));
+  if (valid) reinterpret_cast<uint4*>(y)[q] = o;
 }
 
 // One thread per output code word: a code's 4 bits spread over the word's

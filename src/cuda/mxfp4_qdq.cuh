@@ -1,6 +1,7 @@
 // The W4A4 activation quantize-dequantize of one 32-value block, shared by the
 // kernels that apply it to differently laid-out activations (mxfp4_prep.cu's
-// row-major qdq_kernel, fused_moe_ws.cu's chunk layout): the reference
+// row-major qdq_kernel and fused_moe_decode.cu's x quantizer through qdq_quarter,
+// fused_moe_ws.cu's chunk layout): the reference
 // algorithm of ../shared/docs/mxfp4.md, bit-exact to host/mxfp4_reference.cc
 // (amax rounded up at mantissa >= 1.75, scale floor(log2) - 2 clamped to
 // [-127, 127], E2M1 round-half-even saturating at 6, the input's sign bit).
@@ -28,6 +29,25 @@ __device__ __forceinline__ int qdq_scale_exponent(uint32_t amax_bits) {
 __device__ __forceinline__ uint16_t qdq_bf16(uint16_t h, float inv, float scale) {
   const float mag = e2m1_round_magnitude(fabsf(bf16_bits_to_float(h)) * inv) * scale;
   return float_to_bf16_bits(mag) | (h & 0x8000);
+}
+
+// The quantize-dequantize of 8 BF16 values, one quarter of a 32-block held by
+// lanes 4k..4k+3 (blocks start at multiples of 4 lanes): the block amax meets
+// over the 4 lanes with two shuffles, so all 32 lanes of the warp must call it.
+__device__ __forceinline__ uint4 qdq_quarter(uint4 v) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
+  uint32_t amax = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = max(amax, uint32_t(h[i] & 0x7FFF));
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const int e_s = qdq_scale_exponent(amax);
+  const float inv = exp2_int(-e_s), scale = exp2_int(e_s);
+  uint4 o;
+  uint16_t* oh = reinterpret_cast<uint16_t*>(&o);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) oh[i] = qdq_bf16(h[i], inv, scale);
+  return o;
 }
 
 }  // namespace mx::cuda::dev
