@@ -368,6 +368,32 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) 
          2 * size_t(pairs) * w.hidden;  // xp: the warp-specialized path gathers x per pair
 }
 
+namespace {
+
+// Every setting is checked before the first launch, so a refused one leaves
+// out and the workspace untouched (and nothing half-captured in a graph).
+void check_decode_config(const MoeConfig& config, int path, int pairs, int I, bool wide, int ks) {
+  if (path < kRouted || path > kWsPath)
+    fail_input("fused_moe_decode: path must be 1..5, got {}", path);
+  if (path == kDirectPath && pairs > kDirectMaxPairs)
+    fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
+  if (path == kPrefillPath && (2 * I) % 128)
+    fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
+  if (config.weight_loads < 0 || config.weight_loads > kWideLoads || config.pdl < 0 || config.pdl > 2)
+    fail_input("fused_moe_decode: weight_loads must be 0..6 and pdl 0..2, got {} and {}",
+               config.weight_loads, config.pdl);
+  if (wide) check_wide_decode_slices(config.gate_up_k_slices, config.down_k_slices);
+  else check_first_decode_slices(config, ks);
+  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3 || config.ws_gate_up_depth < 0 ||
+      config.ws_gate_up_depth > 2)
+    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3 and ws_gate_up_depth 0..2, got {} and {}",
+               config.ws_down_epilogue, config.ws_gate_up_depth);
+  if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
+    fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);
+}
+
+}  // namespace
+
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,
                       const float* topk_weights, int T, int topk, float* out, void* workspace,
                       cudaStream_t stream, MoeConfig config) {
@@ -379,49 +405,21 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   if (T <= 0 || topk <= 0) return;
   const int pairs = T * topk;
   const int path = config.path ? config.path : choose_path(pairs, E, H, I);
-  if (path < kRouted || path > kWsPath)
-    fail_input("fused_moe_decode: path must be 1..5, got {}", path);
-  if (path == kDirectPath && pairs > kDirectMaxPairs)
-    fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
-  if (path == kPrefillPath && (2 * I) % 128)
-    fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
-  if (config.weight_loads < 0 || config.weight_loads > kWideLoads || config.pdl < 0 || config.pdl > 2)
-    fail_input("fused_moe_decode: weight_loads must be 0..6 and pdl 0..2, got {} and {}",
-               config.weight_loads, config.pdl);
-  // Auto (H200, 2026-11-30, bench/mxfp4/results-decode-2026-11-30.md): one
-  // token's 8 pairs load weights as weight_loads 5 (3-tile batches at <= 64
-  // registers): 63.8 / 64.0 us vs 67.5 / 67.9 for weight_loads 4 as CUDA graphs
-  // and 67.4 / 67.2 vs 69.6 / 69.7 for weight_loads 1 (events) in two calls.
-  // From 2 tokens weight_loads 5 was slower (133-153 vs 126-128 at 2 tokens)
-  // and 4 within the run-to-run spread of 1 (four calls: -3%, -1%, +2%, +2%),
-  // so register loads stay.
-  // Since 2026-12-01 up to 16 pairs (Kimi 1-2 tokens) take the wide-CTA
-  // kernels (weight_loads 6, fused_moe_decode.cu; bench/mxfp4/
-  // results-moe-decode-2026-12-01.md, CUDA graphs, final call): 1 token
-  // 63.0-63.3 vs 63.9-64.0 us W4A16 and 65.0 vs 69.7 W4A4 (h quantized in
-  // gate_up's epilogue), 2 tokens 123.5-125.7 vs 123.8-124.1 (equal) and 126.5
-  // vs 125.8 W4A4. On the routed path (from 17 pairs) they were not faster (8
-  // tokens 448.1 vs 442.7-449.4, 40 tokens 1658.9 vs 1635.4-1687.8): the first
-  // kernels stay there.
+  // Auto loads, measured (H200; docs/kernels.md "Decode loads" and "MoE decode,
+  // wide CTAs"): the wide-CTA kernels (weight_loads 6) on the direct path up to
+  // 16 pairs (Kimi 1-2 tokens: 63.0 vs 63.9 us at 1 token, W4A4 65.0 vs 69.7,
+  // 2 tokens equal); on the routed path they were not faster (8 and 40 tokens),
+  // so register loads (1) stay there.
   const int loads = config.weight_loads                                   ? config.weight_loads
                     : path == kDirectPath && pairs <= kDirectAutoPairs ? kWideLoads
                                                                        : 1;
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const bool wide = loads == kWideLoads;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
-  // Every setting is checked before the first launch, so a refused one leaves
-  // out and the workspace untouched (and nothing half-captured in a graph).
-  if (wide) check_wide_decode_slices(config.gate_up_k_slices, config.down_k_slices);
-  else check_first_decode_slices(config, ks);
-  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3 || config.ws_gate_up_depth < 0 ||
-      config.ws_gate_up_depth > 2)
-    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3 and ws_gate_up_depth 0..2, got {} and {}",
-               config.ws_down_epilogue, config.ws_gate_up_depth);
+  check_decode_config(config, path, pairs, I, wide, ks);
   const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
   // W4A4 on FP8 tensor cores replaces the prefill paths (it quantizes x itself).
   const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;
-  if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
-    fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);
   // FP8 (w4a4_mma 2/3) replaces the prefill paths; the decode paths (1-2)
   // keep BF16 MMAs, so one setting serves every step of a server.
   const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
