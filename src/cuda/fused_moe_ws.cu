@@ -60,7 +60,10 @@ constexpr int kConsumerWarps = 8;
 // (bench/mxfp4/results-prefill-2026-12-01.md), 8192 Kimi tokens, with the
 // deep gate_up: 3 15.31 / 15.64 ms, 2 15.41 / 15.74, 1 15.71 / 15.95 in two
 // calls (2048 tokens: 6.37, 6.45, 6.40); with the 2-buffer gate_up, 1 (path 5
-// as of 2026-11-30) 15.84 / 16.03 and 2 15.41 / 15.74.
+// as of 2026-11-30) 15.84 / 16.03 and 2 15.41 / 15.74 (all on the layout before
+// the 2026-12-01 bit placement). With it (a828703, bench/gpu/2026-12-01-session6/
+// final/issue8): auto 14.00 ms vs 14.69 for 1 with the 2-buffer gate_up, 14.37
+// for 2 with it, 14.48 for the deep gate_up with 1.
 constexpr int kAutoDownEpilogue = 3;
 // MoeConfig::ws_gate_up_depth when 0: wgmma groups a gate_up warpgroup keeps
 // in flight while it dequantizes the next (1: 2 A buffers; 2: 3,
