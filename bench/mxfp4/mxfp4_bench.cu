@@ -375,6 +375,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       int ws_depth = 0;    // MoeConfig::ws_gate_up_depth (path 5)
       int gate_up_ks = 0;  // MoeConfig::gate_up_k_slices
       bool x_pre = false;  // W4A4: x quantized by the caller (MoeConfig::x_quantized), as CudaOps does
+      int ws_ctas = 0;     // MoeConfig::ws_ctas (path 5)
     };
     std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
     // Decode variants with named fields (others append fields to Variant).
@@ -453,6 +454,15 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
           v.ws_depth = depth;
           variants.push_back(v);
         }
+    // Path 5 on 3 persistent CTAs: each runs many items, so down's deferred adds
+    // cross items and the last item's are flushed at the end (a correctness
+    // row; one CTA per SM leaves ~1 item per CTA at small sizes).
+    if (T == 512)
+      for (bool w4a4 : {false, true}) {
+        Variant v{"warp-specialized, 3 CTAs (many items each)", 5, 0, 0, 0, w4a4};
+        v.ws_ctas = 3;
+        variants.push_back(v);
+      }
     // Decode sizes: the auto and the previous rule once more at the end, so
     // that an order effect (clocks, L2 state) shows as a difference between
     // two rows of one configuration.
@@ -476,6 +486,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       const uint16_t* xin = v.x_pre ? xq.p : x.p;
       cfg.ws_down_epilogue = v.ws_down;
       cfg.ws_gate_up_depth = v.ws_depth;
+      cfg.ws_ctas = v.ws_ctas;
       MoeWeights wv = w;
       wv.w4a4 = v.w4a4;
       const std::vector<double>& rv = v.w4a4 ? ref4 : ref;

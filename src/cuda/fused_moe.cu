@@ -390,6 +390,7 @@ void check_decode_config(const MoeConfig& config, int path, int pairs, int I, bo
                config.ws_down_epilogue, config.ws_gate_up_depth);
   if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
     fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);
+  if (config.ws_ctas < 0) fail_input("fused_moe_decode: ws_ctas must be >= 0, got {}", config.ws_ctas);
 }
 
 }  // namespace
@@ -440,8 +441,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     return launch_moe_prefill_fp8(w, x, T, topk, topk_weights, out, s, stream, w4a4_mma == 2 ? 2 : 4);
   if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);
   if (path == kWsPath)
-    return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream, config.ws_down_epilogue,
-                                 config.ws_gate_up_depth);
+    return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream, config);
   if (path == kWgmmaPath)
     return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
   if (wide) {

@@ -660,36 +660,37 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
-void launch_ws(const Params& p, cudaStream_t stream) {
+void launch_ws(const Params& p, int ctas, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes(kGateUp, kDefer);
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
     MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig, kDefer, kDeep>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   });
-  moe_ws_kernel<kGateUp, kBig, kDefer, kDeep><<<unsigned(sm_count()), kThreads, kSmem, stream>>>(p);
+  moe_ws_kernel<kGateUp, kBig, kDefer, kDeep><<<unsigned(ctas), kThreads, kSmem, stream>>>(p);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 
 template <bool kBig>
-void launch_gate_up(const Params& p, bool deep, cudaStream_t stream) {
-  if (deep) launch_ws<true, kBig, 0, true>(p, stream);
-  else launch_ws<true, kBig, 0, false>(p, stream);
+void launch_gate_up(const Params& p, bool deep, int ctas, cudaStream_t stream) {
+  if (deep) launch_ws<true, kBig, 0, true>(p, ctas, stream);
+  else launch_ws<true, kBig, 0, false>(p, ctas, stream);
 }
 
 // epilogue: MoeConfig::ws_down_epilogue (1..3).
 template <bool kBig>
-void launch_down(const Params& p, int epilogue, cudaStream_t stream) {
-  if (epilogue == 3) launch_ws<false, kBig, 2>(p, stream);
-  else if (epilogue == 2) launch_ws<false, kBig, 1>(p, stream);
-  else launch_ws<false, kBig, 0>(p, stream);
+void launch_down(const Params& p, int epilogue, int ctas, cudaStream_t stream) {
+  if (epilogue == 3) launch_ws<false, kBig, 2>(p, ctas, stream);
+  else if (epilogue == 2) launch_ws<false, kBig, 1>(p, ctas, stream);
+  else launch_ws<false, kBig, 0>(p, ctas, stream);
 }
 
 }  // namespace
 
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
-                           cudaStream_t stream, int down_epilogue, int gate_up_depth) {
+                           cudaStream_t stream, const MoeConfig& config) {
+  const int down_epilogue = config.ws_down_epilogue, gate_up_depth = config.ws_gate_up_depth;
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   if ((2 * I) % kItemRows || H % kItemRows)
     fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
@@ -701,6 +702,8 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
     fail_input("fused_moe_decode: ws_gate_up_depth must be 0..2, got {}", gate_up_depth);
   const int epilogue = down_epilogue ? down_epilogue : kAutoDownEpilogue;
   const bool deep = (gate_up_depth ? gate_up_depth : kAutoGateUpDepth) == 2;
+  // Persistent: one CTA per SM, each walking items blockIdx.x, + gridDim.x, ...
+  const int ctas = config.ws_ctas > 0 ? config.ws_ctas : sm_count();
   const int R = T * topk;
   uint4* xs = reinterpret_cast<uint4*>(xp);
   // Both GEMMs' tensor maps first: an encoding failure launches nothing, so
@@ -725,15 +728,15 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   gather_pairs_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((H / kTileK + 7) / 8)), 256, 0, stream>>>(
       x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
-  if (w.big_scales) launch_gate_up<true>(gu, deep, stream);
-  else launch_gate_up<false>(gu, deep, stream);
+  if (w.big_scales) launch_gate_up<true>(gu, deep, ctas, stream);
+  else launch_gate_up<false>(gu, deep, ctas, stream);
   if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
     qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
         reinterpret_cast<uint4*>(s.h), s, E, I, R);
     MX_CUDA_CHECK(cudaGetLastError());
   }
-  if (w.big_scales) launch_down<true>(dn, epilogue, stream);
-  else launch_down<false>(dn, epilogue, stream);
+  if (w.big_scales) launch_down<true>(dn, epilogue, ctas, stream);
+  else launch_down<false>(dn, epilogue, ctas, stream);
 }
 
 }  // namespace mx::cuda

@@ -148,6 +148,9 @@ struct MoeConfig {
   // dequantizes the next one's weights: 1 (2 A register buffers) or 2 (3
   // buffers, wait_group 2); 0 = auto (docs/mxfp4-prefill.md).
   int ws_gate_up_depth = 0;
+  // Path 5's persistent CTAs per GEMM, 0 = one per SM. Checks set a few so that
+  // every CTA runs several work items (the deferred epilogue across items).
+  int ws_ctas = 0;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
