@@ -286,12 +286,15 @@ void Engine::finish(SeqState& state, FinishReason reason, ChoiceDelta delta) {
     metrics_.time_per_output_token.observe(seconds(state.last_token - state.first_token) / double(seq.num_output_tokens() - 1));
   scheduler_.remove(state.seq);
   const int64_t request_id = state.stream->id();
-  state.stream->push(std::move(delta));
+  // The request stops counting against the queue limit before its client can
+  // see the last delta: a client that sends its next request right after the
+  // answer must not be refused with 503 by a count that is about to drop.
   if (--open_choices_[request_id] == 0) {
     open_choices_.erase(request_id);
     --unfinished_requests_;
     ++metrics_.requests_finished;
   }
+  state.stream->push(std::move(delta));
   seqs_.erase(seq.id);  // `state` dies here
 }
 
