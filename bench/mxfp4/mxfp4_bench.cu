@@ -515,6 +515,24 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
           num += (o - r) * (o - r);
           den += r * r;
         }
+      // Path 5 on a few CTAs: the reference covers 32 tokens, which may miss the
+      // tile of the CTAs' last items, so the whole output is also compared with
+      // the default grid's (FP32 atomics in another order: ~1e-7 apart).
+      double grid_diff = -1;
+      if (v.ws_ctas) {
+        MoeConfig full = cfg;
+        full.ws_ctas = 0;
+        CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
+        fused_moe_decode(wv, xin, dids.p, dw.p, T, topk, out.p, ws.p, s, full);
+        CK(cudaStreamSynchronize(s));
+        const std::vector<float> base = out.download();
+        double dn = 0, dd = 0;
+        for (size_t i = 0; i < size_t(T) * H; ++i) {
+          dn += (double(got[i]) - base[i]) * (double(got[i]) - base[i]);
+          dd += double(base[i]) * base[i];
+        }
+        grid_diff = std::sqrt(dn / std::max(dd, 1e-300));
+      }
       Row r;
       r.kernel = "fused_moe";
       r.shape = "kimi E" + std::to_string(E) + " H7168 I2048 top8";
@@ -531,11 +549,17 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       std::snprintf(tf, sizeof tf, ", %.0f TFLOP/s", flops / r.us / 1e6);
       r.note = std::string(v.label) + ", events" + (T >= 512 ? tf : "") +
                (T > 40 ? ", err on 32 tokens" : "");
+      if (v.ws_ctas) {  // the report's error bound then judges the whole output too
+        char gd[96];
+        std::snprintf(gd, sizeof gd, ", whole output vs one CTA per SM %.2e", grid_diff);
+        r.note += gd;
+        r.rel_err = std::isfinite(grid_diff) ? std::max(r.rel_err, grid_diff) : 1.0;
+      }
       emit(r);
       // Graph rows for auto and the bulk variants.
       // Prefill sizes: the warp-specialized path only (its host-side tensor maps
       // must be captured by value).
-      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3 || v.label[0] == 'b')) continue;
+      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 || v.ws_ctas != 0 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3 || v.label[0] == 'b')) continue;
       // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
       cudaGraph_t graph;
       cudaGraphExec_t exec;

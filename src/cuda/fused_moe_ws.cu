@@ -687,15 +687,19 @@ void launch_down(const Params& p, int epilogue, int ctas, cudaStream_t stream) {
 
 }  // namespace
 
+void check_moe_prefill_ws_shape(const MoeWeights& w) {
+  if ((2 * w.intermediate) % kItemRows || w.hidden % kItemRows)
+    fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
+  if (w.experts > dev::kMoeMapThreads)
+    fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", dev::kMoeMapThreads);
+}
+
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config) {
   const int down_epilogue = config.ws_down_epilogue, gate_up_depth = config.ws_gate_up_depth;
   const int E = w.experts, H = w.hidden, I = w.intermediate;
-  if ((2 * I) % kItemRows || H % kItemRows)
-    fail_input("fused_moe_decode: the warp-specialized path needs 2I and H multiples of {}", kItemRows);
-  if (E > dev::kMoeMapThreads)
-    fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", dev::kMoeMapThreads);
+  check_moe_prefill_ws_shape(w);
   if (down_epilogue < 0 || down_epilogue > 3)
     fail_input("fused_moe_decode: ws_down_epilogue must be 0..3, got {}", down_epilogue);
   if (gate_up_depth < 0 || gate_up_depth > 2)

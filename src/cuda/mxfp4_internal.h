@@ -57,7 +57,10 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 // then gate_up and down with A (weights) from registers and B from shared
 // memory through bulk tensor copies. W4A4: x arrives quantized, h is
 // quantized per 32 (natural column order) in its chunk layout between the GEMMs.
-// config: MoeConfig::ws_down_epilogue, ws_gate_up_depth, ws_ctas.
+// config: MoeConfig::ws_down_epilogue, ws_gate_up_depth, ws_ctas. The shapes
+// it takes: check_moe_prefill_ws_shape (fused_moe_decode calls it before its
+// first launch).
+void check_moe_prefill_ws_shape(const MoeWeights& w);
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config);
