@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue #8's kernels in one device call: the MXFP4 bench's decode, dense and
+# Issue #8's kernels in one device call: the MXFP4 bench's bit-exact checks
+# (W4A4 quantizer, device re-layout), its decode, dense and
 # MoE-prefill parts (each row checked against the element-wise reference on
 # fresh random inputs with NaN-poisoned outputs, timed beside the byte floor
 # from the copy bandwidth measured in the same process), the same-call peers
@@ -28,7 +29,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
 echo "date: $(date -u +%FT%TZ)" | tee -a "$out/gpu.txt"
 failed=0  # a bench part that dies fails the run even if the rows it wrote pass
-parts=(decode dense dense-small)
+parts=(checks decode dense dense-small)
 [[ $prefill == 1 ]] && parts+=(moe-prefill)
 for part in "${parts[@]}"; do
   echo "=== mxfp4_bench --$part"

@@ -729,6 +729,7 @@ int main(int argc, char** argv) {
   bool quick = false, profile = false, moe_prefill = false;
   bool w4a4_prefill = false;  // --w4a4-prefill: bench_w4a4_fp8.cu only
   bool moe_decode = false;    // --moe-decode: --decode's MoE rows only
+  bool checks = false;        // --checks: the W4A4 quantizer and the device re-layout, bit-exact, only
   std::vector<int> moe_tokens = {512, 2048, 8192};
   const char* json = nullptr;
   g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
@@ -743,10 +744,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--moe-decode")) g_decode = moe_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
     else if (!std::strcmp(argv[i], "--dense-small")) g_dense_small = true;
+    else if (!std::strcmp(argv[i], "--checks")) checks = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--checks] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -770,7 +772,10 @@ int main(int argc, char** argv) {
       mxbench::bench_w4a4_prefill(moe_tokens, g_seed, g_copy_gbps, s);
       return 0;
     }
-    if (moe_prefill) {
+    if (checks) {
+      check_quantizer(s);
+      check_device_pack(s);
+    } else if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
     } else if (g_dense_small) {
       bench_dense({"dense_gate_up", 36864, 7168}, {1, 8, 12, 16}, s, false);
