@@ -20,9 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Written once per process: node 0 and node 1's thread both ask for it at the
+// start of a test, and two threads writing it at once could hand one of them a
+// half-written config.json (seen in CI: "config.json hash ... differs").
 fs::path kimi() {
-  fs::path dir = fs::temp_directory_path() / ("mx_mn_" + std::to_string(::getpid()) + "_kimi");
-  if (!fs::exists(dir / "config.json")) write_synthetic_checkpoint(dir, "kimi-k25-mxfp4", 11);
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("mx_mn_" + std::to_string(::getpid()) + "_kimi");
+    if (!fs::exists(d / "config.json")) write_synthetic_checkpoint(d, "kimi-k25-mxfp4", 11);
+    return d;
+  }();
   return dir;
 }
 
