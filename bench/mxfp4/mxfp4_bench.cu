@@ -578,41 +578,12 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
   }
 }
 
-// --profile: for 36864 x 7168 and 7168 x 18432 at M = 1, one warm-up and one
-// measured launch of each decode strip kernel (GemmConfig kernel 1, 5 and 4,
-// K-slices from the shape) and nothing else, for a profiler such as
-// `ncu --clock-control none -k regex:dense --launch-skip-before-match 0`.
-void profile_run(cudaStream_t s) {
-  const Shape shapes[] = {{"dense_gate_up", 36864, 7168}, {"dense_down", 7168, 18432}};
-  for (const Shape& sh : shapes) {
-    const int N = sh.N, K = sh.K;
-    DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
-    fill_random_bytes(c.p, c.n, next_seed(), s);
-    fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
-    pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
-    DeviceBuffer<uint16_t> x(K), y(N);
-    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    Mxfp4DeviceWeight w;
-    w.codes = pc.p;
-    w.scales = ps.p;
-    w.rows = N;
-    w.cols = K;
-    for (int kernel : {1, 5, 4}) {
-      GemmConfig cfg;
-      cfg.kernel = kernel;
-      for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, 1, y.p, s, cfg);
-      CK(cudaStreamSynchronize(s));
-      std::printf("profile: %s %dx%d M=1 kernel %d launched twice\n", sh.name, N, K, kernel);
-    }
-  }
-}
-
-// --profile --dense: 36864 x 7168 at M = 16 and 64, two launches each of the
-// wgmma kernel (kernel 7, auto splits) and the previous kernel for that M
-// (strip kernel 1 at 16, tiled kernel 3 at 64), for
-// `ncu --clock-control none -k regex:dense`.
-void profile_dense_run(cudaStream_t s) {
-  const int N = 36864, K = 7168;
+// For the --profile runs: a random weight of `sh` in the kernel layout (codes
+// uniform, scale bytes in [118, 123]) and, at each M, fresh activations and
+// two launches of each of kernels(M), for a profiler to pick out.
+template <class Kernels>
+void profile_gemm(const Shape& sh, std::initializer_list<int> Ms, Kernels kernels, cudaStream_t s) {
+  const int N = sh.N, K = sh.K;
   DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
   fill_random_bytes(c.p, c.n, next_seed(), s);
   fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
@@ -622,17 +593,34 @@ void profile_dense_run(cudaStream_t s) {
   w.scales = ps.p;
   w.rows = N;
   w.cols = K;
-  for (int M : {16, 64}) {
+  for (int M : Ms) {
     DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    for (int kernel : {7, M > 32 ? 3 : 1}) {
+    for (int kernel : kernels(M)) {
       GemmConfig cfg;
       cfg.kernel = kernel;
       for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
       CK(cudaStreamSynchronize(s));
-      std::printf("profile: %dx%d M=%d kernel %d launched twice\n", N, K, M, kernel);
+      std::printf("profile: %s %dx%d M=%d kernel %d launched twice\n", sh.name, N, K, M, kernel);
     }
   }
+}
+
+// --profile: for 36864 x 7168 and 7168 x 18432 at M = 1, one warm-up and one
+// measured launch of each decode strip kernel (GemmConfig kernel 1, 5 and 4,
+// K-slices from the shape) and nothing else, for a profiler such as
+// `ncu --clock-control none -k regex:dense --launch-skip-before-match 0`.
+void profile_run(cudaStream_t s) {
+  for (const Shape& sh : {Shape{"dense_gate_up", 36864, 7168}, Shape{"dense_down", 7168, 18432}})
+    profile_gemm(sh, {1}, [](int) { return std::vector<int>{1, 5, 4}; }, s);
+}
+
+// --profile --dense: 36864 x 7168 at M = 16 and 64, two launches each of the
+// wgmma kernel (kernel 7, auto splits) and the previous kernel for that M
+// (strip kernel 1 at 16, tiled kernel 3 at 64), for
+// `ncu --clock-control none -k regex:dense`.
+void profile_dense_run(cudaStream_t s) {
+  profile_gemm({"dense_gate_up", 36864, 7168}, {16, 64}, [](int M) { return std::vector<int>{7, M > 32 ? 3 : 1}; }, s);
 }
 
 // --profile --moe-decode: the fused MoE at 1 token (8 distinct experts), two
@@ -674,52 +662,14 @@ void profile_moe_decode_run(cudaStream_t s) {
 // 36864 x 7168 at M = 16: strip kernel 1 (auto) and the strip-pair kernel 9,
 // two launches each.
 void profile_m16_run(cudaStream_t s) {
-  const int N = 36864, K = 7168, M = 16;
-  DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
-  fill_random_bytes(c.p, c.n, next_seed(), s);
-  fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
-  pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
-  Mxfp4DeviceWeight w;
-  w.codes = pc.p;
-  w.scales = ps.p;
-  w.rows = N;
-  w.cols = K;
-  DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
-  fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-  for (int kernel : {1, 9}) {
-    GemmConfig cfg;
-    cfg.kernel = kernel;
-    for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
-    CK(cudaStreamSynchronize(s));
-    std::printf("profile: %dx%d M=%d kernel %d launched twice\n", N, K, M, kernel);
-  }
+  profile_gemm({"dense_gate_up", 36864, 7168}, {16}, [](int) { return std::vector<int>{1, 9}; }, s);
 }
 
 // --profile --dense-small: 7168 x 18432 at M = 1 and 8, two launches each of
 // the strip kernel 6 (the previous auto) and the balanced kernel 8, then
 // profile_m16_run, for `ncu --clock-control none -k regex:dense`.
 void profile_small_run(cudaStream_t s) {
-  const int N = 7168, K = 18432;
-  DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
-  fill_random_bytes(c.p, c.n, next_seed(), s);
-  fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
-  pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
-  Mxfp4DeviceWeight w;
-  w.codes = pc.p;
-  w.scales = ps.p;
-  w.rows = N;
-  w.cols = K;
-  for (int M : {1, 8}) {
-    DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
-    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    for (int kernel : {6, 8}) {
-      GemmConfig cfg;
-      cfg.kernel = kernel;
-      for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
-      CK(cudaStreamSynchronize(s));
-      std::printf("profile: %dx%d M=%d kernel %d launched twice\n", N, K, M, kernel);
-    }
-  }
+  profile_gemm({"dense_down", 7168, 18432}, {1, 8}, [](int) { return std::vector<int>{6, 8}; }, s);
   profile_m16_run(s);
 }
 
