@@ -154,22 +154,9 @@ void bench_w4a4_prefill(const std::vector<int>& tokens, uint64_t seed0, double c
   std::mt19937_64 rng(seed());
   for (int T : tokens) {
     const int sets = 2;
-    std::vector<int> ids(size_t(sets) * T * topk);
-    std::vector<float> wts(ids.size());
-    std::vector<int> perm(E);
-    for (int st = 0; st < sets; ++st)
-      for (int t = 0; t < T; ++t) {
-        std::iota(perm.begin(), perm.end(), 0);
-        float sum = 0;
-        for (int k = 0; k < topk; ++k) {
-          std::swap(perm[k], perm[k + rng() % (E - k)]);
-          const size_t i = (size_t(st) * T + t) * topk + k;
-          ids[i] = perm[k];
-          wts[i] = 0.1f + float(rng() % 1000) / 1000.f;
-          sum += wts[i];
-        }
-        for (int k = 0; k < topk; ++k) wts[(size_t(st) * T + t) * topk + k] /= sum;
-      }
+    const RandomRouting routing(sets, T, topk, E, rng);
+    const std::vector<int>& ids = routing.ids;
+    const std::vector<float>& wts = routing.weights;
     DeviceBuffer<int> dids(ids.size());
     DeviceBuffer<float> dw(wts.size());
     dids.upload(ids);

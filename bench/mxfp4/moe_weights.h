@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "cuda/mxfp4_kernels.h"
@@ -48,6 +50,37 @@ struct BenchMoeWeights {
     w.experts = E;
     w.hidden = H;
     w.intermediate = I;
+  }
+};
+
+// `sets` random routings of T tokens: topk distinct experts per token (ids,
+// [sets][T][topk]) with positive weights summing to 1 per token (weights), and
+// how many distinct experts each set touches (experts_touched).
+struct RandomRouting {
+  std::vector<int> ids;
+  std::vector<float> weights;
+  std::vector<double> experts_touched;
+
+  RandomRouting(int sets, int T, int topk, int E, std::mt19937_64& rng)
+      : ids(size_t(sets) * T * topk), weights(ids.size()), experts_touched(sets) {
+    std::vector<int> perm(E);
+    for (int st = 0; st < sets; ++st) {
+      std::vector<char> used(E, 0);
+      for (int t = 0; t < T; ++t) {
+        std::iota(perm.begin(), perm.end(), 0);
+        const size_t row = (size_t(st) * T + t) * topk;
+        float sum = 0;
+        for (int k = 0; k < topk; ++k) {
+          std::swap(perm[k], perm[k + rng() % (E - k)]);
+          ids[row + k] = perm[k];
+          used[perm[k]] = 1;
+          weights[row + k] = 0.1f + float(rng() % 1000) / 1000.f;
+          sum += weights[row + k];
+        }
+        for (int k = 0; k < topk; ++k) weights[row + k] /= sum;
+      }
+      experts_touched[st] = std::accumulate(used.begin(), used.end(), 0.0);
+    }
   }
 };
 

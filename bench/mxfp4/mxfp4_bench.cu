@@ -300,27 +300,10 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     // weights summing to 1. Prefill sizes use 2 sets (their weights exceed L2
     // anyway).
     const int sets = T >= 512 ? 2 : 8;
-    std::vector<int> ids(size_t(sets) * T * topk);
-    std::vector<float> wts(ids.size());
-    std::vector<double> touched(sets);
-    std::vector<int> perm(E);
-    for (int st = 0; st < sets; ++st) {
-      std::vector<char> used(E, 0);
-      for (int t = 0; t < T; ++t) {
-        std::iota(perm.begin(), perm.end(), 0);
-        float sum = 0;
-        for (int k = 0; k < topk; ++k) {
-          std::swap(perm[k], perm[k + rng() % (E - k)]);
-          const size_t i = (size_t(st) * T + t) * topk + k;
-          ids[i] = perm[k];
-          used[perm[k]] = 1;
-          wts[i] = 0.1f + float(rng() % 1000) / 1000.f;
-          sum += wts[i];
-        }
-        for (int k = 0; k < topk; ++k) wts[(size_t(st) * T + t) * topk + k] /= sum;
-      }
-      touched[st] = std::accumulate(used.begin(), used.end(), 0.0);
-    }
+    const RandomRouting routing(sets, T, topk, E, rng);
+    const std::vector<int>& ids = routing.ids;
+    const std::vector<float>& wts = routing.weights;
+    const std::vector<double>& touched = routing.experts_touched;
     DeviceBuffer<int> dids(ids.size());
     DeviceBuffer<float> dw(wts.size());
     CK(cudaMemcpy(dids.p, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
