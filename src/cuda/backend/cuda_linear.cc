@@ -189,22 +189,13 @@ Tensor CudaOps::head_matmul(const Tensor& x_in, const Tensor& w_in, bool transpo
 }
 
 void CudaOps::run_mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y) {
-  const RefusedShapes::Key shape{M, w.rows, w.cols};
-  if (options_.mxfp4_gemm_kernel && !refused_gemm_.refused(shape)) {
+  if (options_.mxfp4_gemm_kernel) {
     GemmConfig forced;
     forced.kernel = options_.mxfp4_gemm_kernel;
-    try {
-      return mxfp4_gemm(w, x, M, y, stream_, forced);
-    } catch (const InvalidArgument& e) {  // thrown by the kernel's checks, before it launches
-      if (refused_gemm_.add(shape)) {
-        if (refused_gemm_.size() == 1)
-          log::warn("--mxfp4-gemm-kernel does not take M={} N={} K={} ({}): auto there (further shapes it refuses are "
-                    "logged at debug level)",
-                    M, w.rows, w.cols, e.what());
-        else
-          log::debug("--mxfp4-gemm-kernel does not take M={} N={} K={} ({}): auto there", M, w.rows, w.cols, e.what());
-      }
-    }
+    if (refused_gemm_.run_forced({M, w.rows, w.cols}, "--mxfp4-gemm-kernel",
+                                 fmt::format("M={} N={} K={}", M, w.rows, w.cols),
+                                 [&] { mxfp4_gemm(w, x, M, y, stream_, forced); }))
+      return;
   }
   mxfp4_gemm(w, x, M, y, stream_);
 }

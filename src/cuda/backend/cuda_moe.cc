@@ -225,22 +225,12 @@ void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* i
   MoeConfig forced = automatic;
   forced.path = options_.moe_path;
   forced.w4a4_mma = options_.w4a4_mma;  // FP8 applies to the prefill paths; decode paths stay BF16
-  if ((forced.path || forced.w4a4_mma) && !refused_moe_.refused(size)) {
-    try {
-      // Launches before a refusal write only scratch and `out`, which the
-      // rerun on the automatic choices rewrites whole.
-      return fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, forced);
-    } catch (const InvalidArgument& e) {
-      if (refused_moe_.add(size)) {
-        if (refused_moe_.size() == 1)
-          log::warn("--moe-kernel / --w4a4-mma do not take {} tokens x top-{} ({}): auto there (further sizes they "
-                    "refuse are logged at debug level)",
-                    T, topk, e.what());
-        else
-          log::debug("--moe-kernel / --w4a4-mma do not take {} tokens x top-{} ({}): auto there", T, topk, e.what());
-      }
-    }
-  }
+  // Launches before a refusal write only scratch and `out`, which the rerun on
+  // the automatic choices rewrites whole.
+  if ((forced.path || forced.w4a4_mma) &&
+      refused_moe_.run_forced(size, "--moe-kernel / --w4a4-mma", fmt::format("{} tokens x top-{}", T, topk),
+                              [&] { fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, forced); }))
+    return;
   fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, automatic);
 }
 

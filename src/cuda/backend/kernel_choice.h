@@ -11,6 +11,9 @@
 #include <string>
 #include <tuple>
 
+#include "core/error.h"
+#include "core/log.h"
+
 namespace mx::cuda {
 
 // The flags' names and their numbers: ops/kernel_names.h.
@@ -23,6 +26,28 @@ class RefusedShapes {
   // Records the refusal; returns true the first time for this key.
   bool add(const Key& key);
   size_t size() const;
+
+  // Runs `forced` (a call with the forced choice) unless `key` was refused
+  // before. The kernels refuse with InvalidArgument from their checks, before
+  // they launch: the refusal is recorded, warned about the first time (debug
+  // after) and false returned, so the caller runs the automatic choice.
+  template <class Forced>
+  bool run_forced(const Key& key, const char* flag, const std::string& shape, Forced&& forced) {
+    if (refused(key)) return false;
+    try {
+      forced();
+      return true;
+    } catch (const InvalidArgument& e) {
+      if (add(key)) {
+        if (size() == 1)
+          log::warn("{} does not take {} ({}): auto there (further ones it refuses are logged at debug level)", flag,
+                    shape, e.what());
+        else
+          log::debug("{} does not take {} ({}): auto there", flag, shape, e.what());
+      }
+      return false;
+    }
+  }
 
  private:
   mutable std::mutex mutex_;
