@@ -13,7 +13,6 @@
 #include <cublas_v2.h>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"

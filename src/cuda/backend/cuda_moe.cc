@@ -18,7 +18,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
