@@ -23,8 +23,10 @@
 // --dense-small: only the copy bandwidth and the dense shapes at M = 1, 8, 12
 // and 16 (expert shapes, the big-scale path and two MLA projection shapes,
 // o_proj 7168x8192 and q_b_proj 12288x1536, at 1 and 16): the strip kernels
-// beside the balanced kernel (kernel 8) with each of its load batches and,
-// from 9 tokens, the strip-pair kernel (kernel 9).
+// beside the balanced kernel (kernel 8) with each of its load batches,
+// from 9 tokens the strip-pair kernel (kernel 9), and the stream-K kernel
+// (kernel 10); first a read-only kernel over the two large weights' bytes
+// (the practical floor of one launch).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -101,6 +103,30 @@ void measure_copy(cudaStream_t s) {
 }
 
 double floor_us(double bytes) { return bytes / (g_copy_gbps * 1e3); }
+
+// --dense-small: the practical floor of one launch that only reads a weight's
+// bytes once (16-byte loads that skip L1, 4 in flight per thread, 2048 threads
+// per SM), timed like the GEMMs: events around each launch, copies rotated past
+// the L2. What a GEMM launch of that weight could reach at best.
+__global__ void read_only_kernel(const uint4* __restrict__ p, size_t n, uint32_t* out) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  auto load = [](const uint4* q) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
+    return v.x ^ v.y ^ v.z ^ v.w;
+  };
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint32_t v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = load(p + i + k * stride);
+    acc ^= v[0] ^ v[1] ^ v[2] ^ v[3];
+  }
+  for (; i < n; i += stride) acc ^= load(p + i);
+  if (acc == 0x9E3779B9u) out[blockIdx.x] = acc;  // depends on the data: the loads stay
+}
 
 struct ErrStats {
   double rel = 0;
@@ -217,7 +243,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       // 5 = strip kernel 1 with each batch's loads issued first, 7 = wgmma
       // kernel (kparam = K splits, 0 = auto).
       struct GemmVariant {
-        int kernel, kparam, cluster, batch = 0;  // batch: GemmConfig::batch_tiles (kernel 8)
+        int kernel, kparam, cluster, batch = 0;  // batch: GemmConfig::batch_tiles (kernels 8-10)
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
       if (g_dense_small) {
@@ -232,6 +258,11 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (M > 8 && N % 32 == 0)
           for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2}})
             variants.push_back({9, ks, 0, batch});
+        // Stream-K (kernel 10): {kernel, CTAs per SM (0 = all that fit), strips per warp, batch}.
+        if (M <= 8)
+          variants.insert(variants.end(), {{10, 0, 1, 3}, {10, 0, 1, 4}, {10, 0, 2, 2}});
+        else if (N % 32 == 0)
+          variants.insert(variants.end(), {{10, 0, 2, 1}, {10, 0, 2, 2}});
       } else if (g_dense) {
         // --dense: the previous kernels of this token range beside the wgmma kernel.
         if (!big_scales) variants.push_back({M > 32 ? 3 : 1, 0, 0});
@@ -252,6 +283,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (kernel == 3 || kernel == 7) cfg.k_splits = kparam;
         else cfg.k_slices = kparam;
         if (kernel == 4) cfg.k_splits = cluster;
+        if (kernel == 10) cfg.k_slices = 0, cfg.k_splits = kparam, cfg.strips_per_warp = cluster;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
         mxfp4_gemm(weight(0), xin, M, y.p, s, cfg);
         CK(cudaStreamSynchronize(s));
@@ -282,11 +314,39 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (kernel == 7) r.note = "wgmma" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
+        else if (kernel == 10)
+          r.note = "streamk strips=" + std::to_string(cluster) + " batch=" + std::to_string(batch) +
+                   (kparam ? " ctas/sm=" + std::to_string(kparam) : std::string());
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
     }
   }
+}
+
+void bench_read_floor(const Shape& sh, cudaStream_t s) {
+  const size_t bytes = size_t(sh.N) * sh.K / 2 + size_t(sh.N) * sh.K / 32;
+  const size_t n = bytes / 16;
+  const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 1.0, 32.0));
+  DeviceBuffer<uint8_t> buf(n * 16 * copies);
+  DeviceBuffer<uint32_t> out(4096);
+  fill_random_bytes(buf.p, buf.n, next_seed(), s);
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double us = median_us(
+      [&](int i) {
+        const uint4* p = reinterpret_cast<const uint4*>(buf.p) + size_t(i % copies) * n;
+        read_only_kernel<<<sms * 8, 256, 0, s>>>(p, n, out.p);
+      },
+      200, s);
+  CK(cudaGetLastError());
+  Row r;
+  r.kernel = "read_only";
+  r.shape = std::string(sh.name) + " " + std::to_string(sh.N) + "x" + std::to_string(sh.K);
+  r.us = us;
+  r.floor_us = floor_us(double(bytes));
+  r.note = "one launch reading the weight bytes";
+  emit(r);
 }
 
 // Fused MoE, Kimi-K2.5 layer shape.
@@ -642,18 +702,13 @@ void profile_moe_decode_run(cudaStream_t s) {
   }
 }
 
-// 36864 x 7168 at M = 16: strip kernel 1 (auto) and the strip-pair kernel 9,
-// two launches each.
-void profile_m16_run(cudaStream_t s) {
-  profile_gemm({"dense_gate_up", 36864, 7168}, {16}, [](int) { return std::vector<int>{1, 9}; }, s);
-}
-
-// --profile --dense-small: 7168 x 18432 at M = 1 and 8, two launches each of
-// the strip kernel 6 (the previous auto) and the balanced kernel 8, then
-// profile_m16_run, for `ncu --clock-control none -k regex:dense`.
+// --profile --dense-small: 7168 x 18432 at M = 1 and 16 and 36864 x 7168 at
+// M = 16, two launches each of the kernel auto chose before stream-K (8 at
+// M = 1, 9 at 16) and the stream-K kernel 10 (its own defaults), for
+// `ncu --clock-control none -k regex:dense`.
 void profile_small_run(cudaStream_t s) {
-  profile_gemm({"dense_down", 7168, 18432}, {1, 8}, [](int) { return std::vector<int>{6, 8}; }, s);
-  profile_m16_run(s);
+  profile_gemm({"dense_down", 7168, 18432}, {1, 16}, [](int M) { return std::vector<int>{M > 8 ? 9 : 8, 10}; }, s);
+  profile_gemm({"dense_gate_up", 36864, 7168}, {16}, [](int) { return std::vector<int>{9, 10}; }, s);
 }
 
 }  // namespace
@@ -711,6 +766,8 @@ int main(int argc, char** argv) {
     } else if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
     } else if (g_dense_small) {
+      bench_read_floor({"dense_gate_up", 36864, 7168}, s);
+      bench_read_floor({"dense_down", 7168, 18432}, s);
       bench_dense({"dense_gate_up", 36864, 7168}, {1, 8, 12, 16}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {1, 8, 12, 16}, s, false);
       bench_dense({"expert_gate_up", 4096, 7168}, {1, 16}, s, false);

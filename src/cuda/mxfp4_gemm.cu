@@ -13,6 +13,7 @@
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_balanced.h"
 #include "cuda/mxfp4_gemm_pair.h"
+#include "cuda/mxfp4_gemm_small_streamk.h"
 #include "cuda/mxfp4_gemm_wgmma.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
@@ -355,7 +356,14 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.strips_per_cta) c.strips_per_cta = config.strips_per_cta;
   if (config.k_splits) c.k_splits = config.k_splits;
   if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
-  if (c.kernel < 1 || c.kernel > 9) fail_input("mxfp4_gemm: kernel must be 1..9, got {}", c.kernel);
+  if (config.strips_per_warp) c.strips_per_warp = config.strips_per_warp;
+  if (c.kernel < 1 || c.kernel > 10) fail_input("mxfp4_gemm: kernel must be 1..10, got {}", c.kernel);
+  if (c.kernel == 10) {
+    if (launch_dense_streamk(w, x, M, y, stream, c.strips_per_warp, c.batch_tiles, c.k_splits)) return;
+    // Inside a capture before this stream's first eager stream-K launch: no
+    // scratch can be allocated, so the rule's choice (never kernel 10).
+    return mxfp4_gemm(w, x, M, y, stream, choose_config(w, M));
+  }
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles);
   if (c.kernel == 9) {

@@ -35,7 +35,11 @@ struct Mxfp4DeviceWeight {
 // shared memory), so that the CTAs spread more evenly over the SMs; 1..16
 // tokens, K >= 512 (mxfp4_gemm_balanced.cu); 9 = strip kernel with two strips
 // per warp sharing each activation load, 9..16 tokens, N % 32 == 0
-// (mxfp4_gemm_pair.cu).
+// (mxfp4_gemm_pair.cu); 10 = stream-K strip kernel: a grid of exactly the
+// resident CTAs, every warp an equal contiguous range of the (strip group, K
+// tile) units, partial groups summed through a per-stream FP32 workspace by
+// the last arriving warp, 1..16 tokens (mxfp4_gemm_small_streamk.cu; measured
+// slower than 5, 8 and 9, not auto).
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
 // split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
@@ -44,12 +48,16 @@ struct Mxfp4DeviceWeight {
 // tokens (kernel 6's and 5's loads), 1 (kernel 1's loop) or 3 for 9..16; 0 = 3
 // and 1. Kernel 9: k_slices 4 or 8 warps per strip pair (0 = 4 from 2048
 // strips, else 8), batch_tiles 1 or 2 K tiles per load batch (0 = 2).
+// Kernel 10: strips_per_warp 1 or 2 (0 = 2 where N % 32 == 0), batch_tiles
+// (1 strip: 3 or 4, 2 strips: 1 or 2; 0 = 3 and 2), k_splits = resident CTAs
+// per SM to use (0 = all that fit).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..9 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..10 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
-  int batch_tiles = 0;     // kernels 8, 9: weight tiles per load batch (0 = from the shape)
+  int batch_tiles = 0;     // kernels 8, 9, 10: weight tiles per load batch (0 = from the shape)
+  int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
