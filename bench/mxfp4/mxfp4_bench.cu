@@ -70,6 +70,21 @@ std::FILE* g_json = nullptr;
 bool g_decode = false;  // --decode
 bool g_dense = false;   // --dense
 bool g_dense_small = false;  // --dense-small
+// --moe-only A|B|..: the fused-MoE rows whose label contains one of the
+// '|'-separated parts, the others skipped (a few kernels under ncu without
+// the rest of the table).
+const char* g_moe_only = nullptr;
+
+bool moe_row_selected(const char* label) {
+  if (!g_moe_only) return true;
+  const std::string only = g_moe_only;
+  for (size_t b = 0, e; b <= only.size(); b = e + 1) {
+    e = only.find('|', b);
+    if (e == std::string::npos) e = only.size();
+    if (e > b && std::strstr(label, only.substr(b, e - b).c_str())) return true;
+  }
+  return false;
+}
 
 void emit(const Row& r) {
   g_rows.push_back(r);
@@ -419,6 +434,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       int gate_up_ks = 0;  // MoeConfig::gate_up_k_slices
       bool x_pre = false;  // W4A4: x quantized by the caller (MoeConfig::x_quantized), as CudaOps does
       int ws_ctas = 0;     // MoeConfig::ws_ctas (path 5)
+      int ws_dequant = 0;  // MoeConfig::ws_dequant (path 5)
     };
     std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
     // Decode variants with named fields (others append fields to Variant).
@@ -497,6 +513,22 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
           v.ws_depth = depth;
           variants.push_back(v);
         }
+    // Path 5 with a dequant warpgroup feeding SS wgmma (MoeConfig::ws_dequant):
+    // gate_up only (2), both GEMMs with down's first 8 steps deferred (3, down
+    // epilogue auto) or its atomics (3, down 1), beside the RS rows above.
+    if (T >= 512)
+      for (int dq : {2, 3})
+        for (int down : {0, 1})
+          for (bool w4a4 : {false, true}) {
+            if ((dq == 2 && down == 1) || (w4a4 && (T < 2048 || down == 1))) continue;
+            static const char* const dq_labels[3] = {
+                "warp-specialized, dequant warpgroup + SS wgmma: gate_up",
+                "warp-specialized, dequant warpgroup + SS wgmma: both, down 8 steps deferred",
+                "warp-specialized, dequant warpgroup + SS wgmma: both, down atomics"};
+            Variant v{dq_labels[dq == 2 ? 0 : down == 0 ? 1 : 2], 5, 0, 0, 0, w4a4, down};
+            v.ws_dequant = dq;
+            variants.push_back(v);
+          }
     // Path 5 on 3 persistent CTAs: each runs many items, so down's deferred adds
     // cross items and the last item's are flushed at the end (a correctness
     // row; one CTA per SM leaves ~1 item per CTA at small sizes).
@@ -504,6 +536,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       for (bool w4a4 : {false, true}) {
         Variant v{"warp-specialized, 3 CTAs (many items each)", 5, 0, 0, 0, w4a4};
         v.ws_ctas = 3;
+        variants.push_back(v);
+        v.label = "warp-specialized, dequant warpgroup both GEMMs, 3 CTAs (many items each)";
+        v.ws_dequant = 3;
         variants.push_back(v);
       }
     // Decode sizes: the auto and the previous rule once more at the end, so
@@ -519,6 +554,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     }
     bool warmed = false;
     for (const Variant& v : variants) {
+      if (!moe_row_selected(v.label)) continue;
       MoeConfig cfg;
       cfg.path = v.path;
       cfg.down_k_slices = v.down_ks;
@@ -530,6 +566,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       cfg.ws_down_epilogue = v.ws_down;
       cfg.ws_gate_up_depth = v.ws_depth;
       cfg.ws_ctas = v.ws_ctas;
+      cfg.ws_dequant = v.ws_dequant;
       MoeWeights wv = w;
       wv.w4a4 = v.w4a4;
       const std::vector<double>& rv = v.w4a4 ? ref4 : ref;
@@ -728,6 +765,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--moe-prefill")) moe_prefill = true;
     else if (!std::strcmp(argv[i], "--w4a4-prefill")) w4a4_prefill = true;
     else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
+    else if (!std::strcmp(argv[i], "--moe-only") && i + 1 < argc) g_moe_only = argv[++i];
     else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
     else if (!std::strcmp(argv[i], "--moe-decode")) g_decode = moe_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;

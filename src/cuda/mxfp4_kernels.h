@@ -159,6 +159,11 @@ struct MoeConfig {
   // Path 5's persistent CTAs per GEMM, 0 = one per SM. Checks set a few so that
   // every CTA runs several work items (the deferred epilogue across items).
   int ws_ctas = 0;
+  // Path 5, who dequantizes the weights: 1 = the MMA warps, into their A
+  // registers (RS wgmma); 2 = in gate_up a dequant warpgroup writes BF16 A
+  // tiles to shared memory for SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 =
+  // both GEMMs as 2; 0 = auto (docs/mxfp4-prefill.md).
+  int ws_dequant = 0;
 };
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);

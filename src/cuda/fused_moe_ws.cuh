@@ -1,0 +1,290 @@
+// Pieces shared by the warp-specialized MoE prefill kernels (path 5):
+// fused_moe_ws.cu (the MMA warps dequantize their own A fragments, RS wgmma)
+// and fused_moe_ws_ss.cu (a dequant warpgroup writes A to shared memory for
+// SS wgmma). Work item = 256 weight rows x one tile of up to 128 pairs of one
+// expert; the copy ring of TMA stages (B, code and scale tiles), the
+// epilogues (h in the chunk layout; out += weight * y) and the per-call
+// parameters are the same in both. Included by those two .cu files only.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_internal.h"
+
+namespace mx::cuda::ws {
+
+constexpr int kTilePairs = 128;                      // B columns per item
+constexpr int kItemStrips = 16;                      // weight strips per item
+constexpr int kItemRows = kItemStrips * kStripRows;  // 256
+// Two MMA warpgroups (the RS kernel: all its threads; warp 0 also issues the
+// copies). A separate producer warp (or warpgroup with setmaxnreg) puts 3
+// warps on a sub-partition, so ptxas compiles against 168 registers, and with
+// 128 accumulators + 2 x 32 A registers it serialized every wgmma (warning
+// C7512). The SS kernel adds a dequant warpgroup after them.
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = kConsumerWarps * 32;
+constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
+constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384
+constexpr int kCodeStage = kItemStrips * kTileCodeBytes;    // 8192
+constexpr int kScaleStage = kItemStrips * kTileScaleBytes;  // 512
+constexpr int kStageBytes = kActStage + kCodeStage + kScaleStage;  // 25088
+constexpr int kStagingBytes = 8 * kChunkBytes;  // gate_up epilogue, per consumer warpgroup
+// down's deferred epilogue: a thread's 128 results of one item are 32 steps
+// of 4 floats, stored [step][thread] (16 bytes each, conflict-free).
+constexpr int kAllSteps = 32;
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void sts16(uint32_t a, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory");
+}
+
+// K-major, no swizzle: core matrices 8 rows x 16 bytes; leading (K) byte
+// offset = the chunk stride (a box of 64 rows packs chunks at 1 KB, of 128
+// rows at 2 KB), stride (N) byte offset 128 (8 rows).
+template <int NB>
+__device__ __forceinline__ uint64_t b_desc(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(NB * kChunkBytes / 2 >> 4) << 16) |
+         (uint64_t(128 >> 4) << 32);
+}
+
+// Tensor maps (cuTensorMapEncodeTiled, 8-byte elements so that one box row
+// can be 2 KB): a stage is three bulk tensor copies issued by one thread.
+struct Params {
+  CUtensorMap codes;   // [strips of all experts][K / 64 x 512 bytes], box 16 strips x 512 B
+  CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box 16 x 32 B
+  CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
+  CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
+  int N, K, R, topk;
+  MoeScratch s;
+  uint4* h;              // gate_up: output in the chunk layout, [I / 64][8][R]
+  float* out;            // gate_up zeroes it, down accumulates into it ([T, H])
+  int64_t out_vec4;      // gate_up: float4s of out to zero
+  const float* weights;  // down: routing weight per pair
+};
+
+struct Item {
+  int expert, start, count, rb;
+};
+
+__device__ __forceinline__ Item item_at(const MoeScratch& s, int item, int row_blocks) {
+  Item it;
+  const int tile = item / row_blocks;
+  it.rb = item - tile * row_blocks;
+  it.expert = s.tile_expert[tile];
+  it.start = s.tile_start[tile];
+  it.count = min(kTilePairs, s.offsets[it.expert + 1] - it.start);
+  return it;
+}
+
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int c0, int c1,
+                                       uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// The copy side of the ring of kS stages, run by one thread (the RS kernel:
+// thread 0 between its own MMAs; the SS kernel: dequant thread 0): a cursor
+// over the CTA's (item, K tile) sequence.
+template <int kS>
+struct Producer {
+  int item, j, st, strip0, start, small;
+  uint32_t phase;
+
+  __device__ __forceinline__ void start_item(const Params& p, int row_blocks) {
+    const Item it = item_at(p.s, item, row_blocks);
+    strip0 = it.expert * (p.N / kStripRows) + it.rb * kItemStrips;
+    start = it.start;
+    small = it.count <= 64;
+  }
+
+  __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
+    item = blockIdx.x, j = 0, st = 0, phase = 0;
+    if (item < items) start_item(p, row_blocks);
+  }
+
+  // Copies the next K tile into its stage once every consumer warp gave the
+  // stage back; nothing once the CTA's items are all issued.
+  __device__ __forceinline__ void issue(const Params& p, uint32_t base, uint32_t bars, int items,
+                                        int row_blocks) {
+    if (item >= items) return;
+    const uint32_t full = bars + 8 * st;
+    mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
+    dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
+    const uint32_t sb = base + st * kStageBytes;
+    tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
+    tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
+    tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
+    if (++st == kS) st = 0, phase ^= 1;
+    if (++j == p.K / kTileK) {
+      j = 0;
+      item += gridDim.x;
+      if (item < items) start_item(p, row_blocks);
+    }
+  }
+};
+
+// gate_up epilogue of one consumer warpgroup: its 8 strips are the 64 h
+// columns of h's K tile 2 rb + wg. h = SiLU(gate) * up goes to the staging
+// area in the chunk layout, then out as whole 16-byte rows.
+__device__ __forceinline__ void store_h(const Params& p, const Item& it, int wg, uint32_t staging,
+                                        const float (&acc)[2][64]) {
+  const int tid = threadIdx.x & 127, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
+  named_barrier(1 + wg, 128);  // the previous item's copy-out has read the staging area
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int lc = mma_logical_col((m * 4 + w) * 8 + g);
+    const uint32_t col = staging + (lc >> 3) * kChunkBytes + (lc & 7) * 2;
+#pragma unroll
+    for (int nb = 0; nb < kTilePairs / 8; ++nb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float gate = acc[m][4 * nb + j], up = acc[m][4 * nb + 2 + j];
+        const float silu = gate / (1.f + __expf(-gate));
+        sts16(col + (nb * 8 + 2 * t + j) * 16, dev::float_to_bf16_bits(silu * up));
+      }
+  }
+  named_barrier(1 + wg, 128);
+  const size_t jh = size_t(it.rb) * 2 + wg;
+  for (int q = tid; q < 8 * it.count; q += 128) {
+    const int c = q / it.count, n = q - c * it.count;
+    p.h[(jh * 8 + c) * p.R + it.start + n] = dev::lds128(staging + c * kChunkBytes + n * 16);
+  }
+}
+
+// down epilogue: out[token, row] += weight * y, FP32 atomics.
+__device__ __forceinline__ void add_out(const Params& p, const Item& it, int wg,
+                                        const float (&acc)[2][64]) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  const int H = p.N;
+#pragma unroll
+  for (int nb = 0; nb < kTilePairs / 8; ++nb)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int n = nb * 8 + 2 * t + j;
+      if (n >= it.count) continue;
+      const int pair = p.s.sorted_pairs[it.start + n];
+      const float wt = p.weights[pair];
+      float* o = p.out + size_t(pair / p.topk) * H + (it.rb * kItemStrips + wg * 8 + w) * kStripRows + g;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        atomicAdd(o + m * 4 * kStripRows, wt * acc[m][4 * nb + j]);
+        atomicAdd(o + m * 4 * kStripRows + 8, wt * acc[m][4 * nb + 2 + j]);
+      }
+    }
+}
+
+struct NoPending {
+  __device__ __forceinline__ void step(const Params&, int) {}
+};
+
+// down's deferred epilogue. stage() puts an item's 128 results per thread in
+// shared memory (this thread's slots only: no barrier); step(k), called once
+// per K tile of the next item between its wgmma groups, adds step k's 4
+// values (pair n(k), rows g, g + 8 of both strips) into out with FP32
+// atomics, so the MMA warps keep the tensor pipe fed instead of spending the
+// whole add after each item (ncu, 8192 tokens: 5.68 ms for down's 1.92 TFLOP
+// against gate_up's 439 TFLOP/s). The pair and weight of step k + 1 are
+// loaded one step ahead (L2 latency off the warp's path). Steps from kSteps
+// on are not staged: stage() adds them at once.
+template <int kSteps>
+struct DeferredAdd {
+  uint32_t slots;   // shared address of this thread's step 0
+  int start = 0;    // staged item's first pair in the sorted order
+  int count = 0;    // its pairs (0: nothing staged)
+  int col = 0;      // out column of row g of the first strip
+  int token = 0;    // step k's token
+  float wt = 0.f;   // and routing weight
+  int next_pair = 0;  // step k + 1's pair
+
+  // Pair column of step k for this lane: nb = k / 2, j = k % 2; increasing in k.
+  __device__ __forceinline__ static int n_of(int k) { return (k >> 1) * 8 + 2 * (threadIdx.x & 3) + (k & 1); }
+
+  __device__ __forceinline__ void stage(const Params& p, const Item& it, int wg, const float (&acc)[2][64]) {
+    const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const int nb = k >> 1, j = k & 1;
+      asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(slots + k * kThreads * 16),
+                   "f"(acc[0][4 * nb + j]), "f"(acc[0][4 * nb + 2 + j]), "f"(acc[1][4 * nb + j]),
+                   "f"(acc[1][4 * nb + 2 + j])
+                   : "memory");
+    }
+    start = it.start;
+    count = it.count;
+    col = (it.rb * kItemStrips + wg * 8 + w) * kStripRows + g;
+    if (n_of(0) < count) {
+      const int pair = __ldg(p.s.sorted_pairs + start + n_of(0));
+      token = pair / p.topk;
+      wt = __ldg(p.weights + pair);
+    }
+    if (n_of(1) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(1));
+#pragma unroll
+    for (int k = kSteps; k < kAllSteps; ++k) {
+      const int nb = k >> 1, j = k & 1;
+      if (n_of(k) >= count) break;
+      const int pair = __ldg(p.s.sorted_pairs + start + n_of(k));
+      const float f = __ldg(p.weights + pair);
+      float* o = p.out + size_t(pair / p.topk) * p.N + col;
+      atomicAdd(o, f * acc[0][4 * nb + j]);
+      atomicAdd(o + 8, f * acc[0][4 * nb + 2 + j]);
+      atomicAdd(o + 4 * kStripRows, f * acc[1][4 * nb + j]);
+      atomicAdd(o + 4 * kStripRows + 8, f * acc[1][4 * nb + 2 + j]);
+    }
+  }
+
+  __device__ __forceinline__ void step(const Params& p, int k) {
+    if (k >= kSteps || n_of(k) >= count) return;
+    const float4 v = lds_f32x4(slots + k * kThreads * 16);
+    float* o = p.out + size_t(token) * p.N + col;
+    atomicAdd(o, wt * v.x);
+    atomicAdd(o + 8, wt * v.y);
+    atomicAdd(o + 4 * kStripRows, wt * v.z);
+    atomicAdd(o + 4 * kStripRows + 8, wt * v.w);
+    if (k + 1 < kSteps && n_of(k + 1) < count) {
+      token = next_pair / p.topk;
+      wt = __ldg(p.weights + next_pair);
+    }
+    if (k + 2 < kSteps && n_of(k + 2) < count) next_pair = __ldg(p.s.sorted_pairs + start + n_of(k + 2));
+  }
+
+  // Steps [k0, kSteps): what an item of fewer K tiles left, or the last item.
+  __device__ __forceinline__ void finish(const Params& p, int k0) {
+    for (int k = k0; k < kSteps; ++k) step(p, k);
+  }
+
+  __device__ __forceinline__ static float4 lds_f32x4(uint32_t a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
+    return v;
+  }
+};
+
+// fused_moe_ws_ss.cu: gate_up and down with a dequant warpgroup feeding SS
+// wgmma (MoeConfig::ws_dequant 2 and 3). down_epilogue: 1 = FP32 atomics after
+// each item, else the deferred adds of the first 8 steps (the A ring leaves
+// no room for more).
+void launch_gate_up_ss(const Params& p, bool big, int ctas, cudaStream_t stream);
+void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cudaStream_t stream);
+
+}  // namespace mx::cuda::ws
