@@ -19,7 +19,9 @@
 // (--profile --moe-decode: the fused MoE at 1 token, for ncu).
 // --dense: only the copy bandwidth and the dense shapes at M = 16, 32 and 64
 // (W4A16; expert shapes and the big-scale path at 16 and 64): the previous
-// kernel for each M and the wgmma kernel (kernel 7) with 1..8 K splits beside auto.
+// kernel for each M, the wgmma kernel (kernel 7, auto and 2 K splits) and the
+// ring kernel (kernel 11: stream-K with 1-3 CTAs per SM, two strips per warp,
+// K splits) beside auto.
 // --dense-small: only the copy bandwidth and the dense shapes at M = 1, 8, 12
 // and 16 (expert shapes, the big-scale path and two MLA projection shapes,
 // o_proj 7168x8192 and q_b_proj 12288x1536, at 1 and 16): the strip kernels
@@ -282,8 +284,20 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         // --dense: the previous kernels of this token range beside the wgmma kernel.
         if (!big_scales) variants.push_back({M > 32 ? 3 : 1, 0, 0});
         if (!big_scales && M > 32) variants.push_back({1, 4, 0});
-        for (int splits : {0, 1, 2, 4, 8})
+        for (int splits : {0, 2})
           if (!big_scales || splits == 0) variants.push_back({7, splits, 0});
+        // Kernel 11 (mbarrier ring, mxfp4_gemm_ws.cu): stream-K (k_splits 0)
+        // or K splits in a cluster, resident CTAs per SM (batch_tiles), 0 = auto.
+        variants.push_back({11, 0, 0});
+        if (!big_scales) {
+          for (int ctas : {1, 2, 3})
+            if (ctas < 3 || M <= 32) variants.push_back({11, 0, 0, ctas});
+          // Two strips per warp (cluster = strips per CTA 16), stream-K.
+          if (M <= 32 && N % 256 == 0)
+            for (int ctas : {1, 2}) variants.push_back({11, 0, 16, ctas});
+          for (auto [splits, ctas] : {std::pair{1, 2}, std::pair{2, 1}, std::pair{2, 2}})
+            variants.push_back({11, splits, 0, ctas});
+        }
       } else if (!a4 && !big_scales) {
         if (M <= 16 && !g_decode) variants.insert(variants.end(), {{1, 16, 0}, {2, 0, 0}});
         else if (M <= 16) variants.push_back({1, 0, 0});
@@ -295,8 +309,9 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         GemmConfig cfg;
         cfg.kernel = kernel;
         cfg.batch_tiles = batch;
-        if (kernel == 3 || kernel == 7) cfg.k_splits = kparam;
+        if (kernel == 3 || kernel == 7 || kernel == 11) cfg.k_splits = kparam;
         else cfg.k_slices = kparam;
+        if (kernel == 11) cfg.strips_per_cta = cluster;
         if (kernel == 4) cfg.k_splits = cluster;
         if (kernel == 10) cfg.k_slices = 0, cfg.k_splits = kparam, cfg.strips_per_warp = cluster;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
@@ -327,6 +342,10 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
           r.note = std::string(kernel == 5 ? "batched registers" : "batched registers <= 64 regs") +
                    (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 7) r.note = "wgmma" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
+        else if (kernel == 11)
+          r.note = "ws ring" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" stream-K")) +
+                   (cluster ? " strips/cta=" + std::to_string(cluster) : std::string()) +
+                   (batch ? " ctas/sm=" + std::to_string(batch) : std::string());
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
         else if (kernel == 10)
@@ -695,12 +714,11 @@ void profile_run(cudaStream_t s) {
     profile_gemm(sh, {1}, [](int) { return std::vector<int>{1, 5, 4}; }, s);
 }
 
-// --profile --dense: 36864 x 7168 at M = 16 and 64, two launches each of the
-// wgmma kernel (kernel 7, auto splits) and the previous kernel for that M
-// (strip kernel 1 at 16, tiled kernel 3 at 64), for
-// `ncu --clock-control none -k regex:dense`.
+// --profile --dense: 36864 x 7168 at M = 16, 32 and 64, two launches each of
+// the wgmma kernels (kernel 7 and the ring kernel 11, auto splits), for
+// `ncu --clock-control none -k regex:dense_ws` (or regex:dense).
 void profile_dense_run(cudaStream_t s) {
-  profile_gemm({"dense_gate_up", 36864, 7168}, {16, 64}, [](int M) { return std::vector<int>{7, M > 32 ? 3 : 1}; }, s);
+  profile_gemm({"dense_gate_up", 36864, 7168}, {16, 32, 64}, [](int) { return std::vector<int>{7, 11}; }, s);
 }
 
 // --profile --moe-decode: the fused MoE at 1 token (8 distinct experts), two

@@ -15,6 +15,7 @@
 #include "cuda/mxfp4_gemm_pair.h"
 #include "cuda/mxfp4_gemm_small_streamk.h"
 #include "cuda/mxfp4_gemm_wgmma.h"
+#include "cuda/mxfp4_gemm_ws.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_kernels.h"
 
@@ -305,6 +306,10 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   const bool large = w.rows * w.cols >= (int64_t(64) << 20);
   if (M > 16 && M <= 64 && large && dense_wgmma_supported(w)) {
     c.kernel = 7;
+    // 2026-12-01: the ring kernel (kernel 11) where its shape fits, H200
+    // (bench/mxfp4/results-dense-wide-2026-12-01-s7.md): 36864x7168 at 32 / 64
+    // tokens 71.3 / 95.0 us vs 80.1 / 123.7, 7168x18432 44.8 / 59.6 vs 45.5 / 71.8.
+    if (dense_ws_supported(w)) c.kernel = 11;
     return c;
   }
   if (M > 32) {
@@ -357,7 +362,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.k_splits) c.k_splits = config.k_splits;
   if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
   if (config.strips_per_warp) c.strips_per_warp = config.strips_per_warp;
-  if (c.kernel < 1 || c.kernel > 10) fail_input("mxfp4_gemm: kernel must be 1..10, got {}", c.kernel);
+  if (c.kernel < 1 || c.kernel > 11) fail_input("mxfp4_gemm: kernel must be 1..11, got {}", c.kernel);
   if (c.kernel == 10) {
     if (launch_dense_streamk(w, x, M, y, stream, c.strips_per_warp, c.batch_tiles, c.k_splits)) return;
     // Inside a capture before this stream's first eager stream-K launch: no
@@ -372,6 +377,14 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles);
   }
   if (c.kernel == 7) return launch_dense_wgmma(w, x, M, y, stream, config.k_splits);
+  if (c.kernel == 11) {
+    if (launch_dense_ws(w, x, M, y, stream, config.k_splits, config.batch_tiles, config.strips_per_cta)) return;
+    // Inside a capture before this stream's scratch was big enough: the
+    // wgmma kernel of before (or the strip kernel) instead.
+    GemmConfig fallback;
+    fallback.kernel = dense_wgmma_supported(w) ? 7 : 1;
+    return mxfp4_gemm(w, x, M, y, stream, fallback);
+  }
   if (c.kernel == 4) {
     if (M > 16) fail_input("mxfp4_gemm: the bulk kernel takes up to 16 tokens, got {}", M);
     const int cluster = c.k_splits ? c.k_splits : 1;

@@ -40,6 +40,10 @@ struct Mxfp4DeviceWeight {
 // tile) units, partial groups summed through a per-stream FP32 workspace by
 // the last arriving warp, 1..16 tokens (mxfp4_gemm_small_streamk.cu; measured
 // slower than 5, 8 and 9, not auto).
+// 11 = wgmma kernel fed by bulk copies through an mbarrier ring (x first
+// rewritten into the MMA's layout in a per-stream scratch; stream-K over the
+// resident CTAs or K split over a cluster; N % 128 == 0, K % 128 == 0; auto
+// for 17..64 tokens on large weights, mxfp4_gemm_ws.cu).
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
 // split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
@@ -51,10 +55,13 @@ struct Mxfp4DeviceWeight {
 // Kernel 10: strips_per_warp 1 or 2 (0 = 2 where N % 32 == 0), batch_tiles
 // (1 strip: 3 or 4, 2 strips: 1 or 2; 0 = 3 and 2), k_splits = resident CTAs
 // per SM to use (0 = all that fit).
+// Kernel 11: k_splits 1, 2, 4 or 8 = K split over a cluster of that many CTAs,
+// 0 = stream-K; batch_tiles = resident CTAs per SM the ring is sized for (1, 2,
+// or 3 up to 32 tokens); both 0 = chosen from the shape.
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..10 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..11 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
   int batch_tiles = 0;     // kernels 8, 9, 10: weight tiles per load batch (0 = from the shape)
   int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)

@@ -1,0 +1,628 @@
+// Dense MXFP4 GEMM (W4A16) for 17..64 tokens on wgmma, every operand streamed
+// by bulk copies through an mbarrier ring (GemmConfig kernel 11).
+// Kernel 7 (mxfp4_gemm_wgmma.cu) runs ~148 instructions per 16-row x 64-K
+// tile at 32 tokens (SASS, 2026-12-01), of which the dequant is ~57: the rest
+// is the register copy of the next weight batch, the weight-load and
+// activation-copy addressing, descriptors rebuilt per tile and a CTA barrier
+// per batch (ncu: 45-55% issue, 0.8-0.9 eligible warps). Here a warp's K loop
+// is the dequant, 4 wgmma and a few ring instructions per tile:
+//   * x is first rewritten (permute_x_kernel, one small launch) into wgmma's
+//     K-major no-swizzle layout with the weight layout's K order inside each
+//     64-tile (mma_logical_col), [K tile][8-wide chunk][NT rows][16 bytes],
+//     into a per-stream scratch (streamk_workspace); rows M..NT-1 are zeros.
+//     The GEMM is launched with programmatic dependent launch: its first
+//     weight copies go out while the permutation runs.
+//   * CTA = 2 warpgroups = 8 warps = 8 strips = 128 weight rows (or 16
+//     strips, two per warp: measured slower, selectable). The work is the
+//     (row block, stage) sequence: stream-K gives each of the resident CTAs
+//     an equal range of it (row blocks cut between CTAs are summed through
+//     FP32 partials in the scratch by the last warp to arrive); K splits give
+//     each CTA of a (row block, split) grid its stage range, the splits of a
+//     row block forming a cluster that sums through distributed shared memory
+//     (as kernel 7).
+//   * Ring of kStages stages of 2 K tiles; thread 0 fills a stage with three
+//     copies completing on its `full` mbarrier: the 8 strips' codes and
+//     scales (2-D tensor copies, rows = strips) and B (one 1-D bulk copy:
+//     the chunk layout makes a stage contiguous). Copies write through the
+//     async proxy that wgmma reads, so no proxy fence and no per-thread copy.
+//   * A stage is given back (`empty`, one arrival per warp) once the wgmma
+//     that read it retired; thread 0 refills the slot of stage q - 2 while
+//     the CTA works on stage q, so the ring runs kStages - 2 stages ahead and
+//     the two warpgroups can drift by a stage.
+//   * Per tile: LDS.128 + LDS.U16 of the weights (a stage's loads first),
+//     dequant into one of two A register sets, 4 wgmma, commit, wait for the
+//     previous tile's group.
+// Measured (H200, bench/mxfp4/results-dense-wide-2026-12-01-s7.md): see
+// choose_plan; ncu and what would close the rest: docs/kernels.md.
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_gemm_small_workspace.h"
+#include "cuda/mxfp4_gemm_ws.h"
+#include "cuda/per_device_once.h"
+#include "cuda/wgmma_rs_narrow.cuh"
+
+namespace mx::cuda {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kRows = kWarps * kStripRows;  // 128
+constexpr int kStageTiles = 2;              // K tiles per ring stage
+constexpr int kMaxTokens = 64;
+
+// Ring for kCtas resident CTAs per SM (1, 2 or 3), NT token rows and kSP
+// strips per warp (the CTA's row block is 128 kSP rows).
+template <int NT, int kCtas, int kSP>
+struct Layout {
+  static constexpr int kStrips = kWarps * kSP;
+  static constexpr int kRowsCta = kStrips * kStripRows;
+  static constexpr int kRingBudget = kCtas == 1 ? 200 * 1024 : kCtas == 2 ? 104 * 1024 : 70 * 1024;
+  static constexpr int kChunk = NT * 16;      // one 8-wide K chunk of NT rows
+  static constexpr int kXTile = 8 * kChunk;   // B of one 64-wide K tile
+  static constexpr int kCodes = kStageTiles * kTileCodeBytes;    // one strip's codes per stage
+  static constexpr int kScales = kStageTiles * kTileScaleBytes;  // and its scales
+  static constexpr int kCodeOff = kStageTiles * kXTile;
+  static constexpr int kScaleOff = kCodeOff + kStrips * kCodes;
+  static constexpr int kStage = kScaleOff + kStrips * kScales;
+  static constexpr int kStageBytes = kStage;  // what a stage's copies deliver
+  static constexpr int kStages = std::min(8, kRingBudget / kStage);
+  static constexpr int kRing = kStages * kStage;
+  static constexpr int kPartLd = NT + 4;  // FP32 partial row stride (floats)
+  static constexpr int kSmem = kRing + 16 * kStages;
+  static_assert(kStages >= 3, "ring too shallow");
+  static_assert(kRowsCta * kPartLd * 4 <= kRing, "the partial tile reuses the ring");
+  static_assert(kStage % 128 == 0 && kXTile % 128 == 0, "bulk tensor copies want 128-byte alignment");
+};
+
+// K-major, no swizzle: leading (K) byte offset between core matrices = one
+// chunk, stride (N) byte offset between 8-row groups = 128.
+__device__ __forceinline__ uint64_t b_desc(uint32_t addr, uint32_t chunk_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(chunk_bytes >> 4) << 16) |
+         (uint64_t(128 >> 4) << 32);
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
+// row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
+// bytes in, its 32 words put in MMA order in registers, 8 x 16 bytes out.
+template <int NT>
+__global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restrict__ x,
+                                                        uint4* __restrict__ xp, int M, int K) {
+  dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
+  const int id = blockIdx.x * 256 + threadIdx.x, n = id % NT, j = id / NT;
+  if (j >= K / kTileK) return;
+  uint32_t out[32] = {};
+  if (n < M) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + size_t(n) * K + size_t(j) * kTileK);
+    uint32_t in[32];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const uint4 v = src[q];
+      in[4 * q] = v.x, in[4 * q + 1] = v.y, in[4 * q + 2] = v.z, in[4 * q + 3] = v.w;
+    }
+    // Word r holds real columns 2r, 2r + 1: lane t = r / 8, k16 step (r / 2) % 4,
+    // pair r % 2 -> logical word 8 kk + t + 4 (r % 2) (mma_logical_col / 2).
+#pragma unroll
+    for (int r = 0; r < 32; ++r) out[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)] = in[r];
+  }
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    xp[(size_t(j) * 8 + c) * NT + n] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+}
+
+// Kernel arguments. The weights are read through two 2-D tensor maps of
+// 8-byte elements (rows = strips): a stage of the CTA's 8 strips is one bulk
+// tensor copy of codes (8 x 1 KB) and one of scales (8 x 64 B).
+struct Params {
+  CUtensorMap codes;   // [strips][K / 64 x 512 bytes], box 8 strips x 1 KB
+  CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box 8 x 64 B
+  const uint8_t* xp;   // permuted x, NT x 128 bytes per K tile
+  uint16_t* y;
+  float* partials;     // stream-K: [CTA][2 slots][warp][lane][NT / 2]
+  int* counters;       // stream-K: [row block][warp] arrivals, zero between launches
+  int M, N, K;
+};
+
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int c0, int c1,
+                                       uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// Hides how v was computed, so that ptxas keeps it in a register instead of
+// recomputing it (from the thread index) inside the K loop.
+__device__ __forceinline__ uint32_t opaque(uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
+// The CTA's work: units u0 .. u1 - 1 of the (row block, stage) sequence,
+// row-block major (stream-K: equal ranges over a grid of resident CTAs; K
+// splits: one row block's stage range).
+struct Range {
+  int u0, u1, stages;
+};
+
+__device__ __forceinline__ int range_start(int c, int units, int ctas) {
+  return int(int64_t(c) * units / ctas);
+}
+// The CTA of the stream-K grid whose range holds unit u.
+__device__ __forceinline__ int cta_of(int u, int units, int ctas) {
+  int c = int(int64_t(u) * ctas / units);
+  while (c + 1 < ctas && range_start(c + 1, units, ctas) <= u) ++c;
+  while (c > 0 && range_start(c, units, ctas) > u) --c;
+  return c;
+}
+
+// Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
+// next stage (weights and B), all completing on the slot's `full` barrier.
+template <int NT, int kCtas, int kSP>
+struct Filler {
+  using L = Layout<NT, kCtas, kSP>;
+  int rb, j, stages;  // next unit's row block and stage
+
+  __device__ __forceinline__ void weights(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
+    const uint32_t full = bars + 8 * slot, base = smem0 + slot * L::kStage;
+    dev::mbar_arrive_expect_tx(full, L::kStageBytes);
+    tma_2d(base + L::kCodeOff, p.codes, j * kStageTiles * (kTileCodeBytes / 8), rb * L::kStrips, full);
+    tma_2d(base + L::kScaleOff, p.scales, j * kStageTiles * (kTileScaleBytes / 8), rb * L::kStrips, full);
+  }
+  __device__ __forceinline__ void acts(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
+    dev::bulk_copy_g2s(smem0 + slot * L::kStage, p.xp + size_t(j) * kStageTiles * L::kXTile,
+                       kStageTiles * L::kXTile, bars + 8 * slot);
+  }
+  __device__ __forceinline__ void next() {
+    if (++j == stages) j = 0, ++rb;
+  }
+};
+
+// y rows of this warp's strips (m * 8 + warp of the row block) from its
+// accumulators (tokens < M).
+template <int NT, int kSP>
+__device__ __forceinline__ void store_y(const Params& p, int rb, const float (&acc)[kSP][NT / 2]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int m = 0; m < kSP; ++m) {
+    const size_t row = (size_t(rb) * kSP * kWarps + m * kWarps + warp) * kStripRows + g;
+#pragma unroll
+    for (int i = 0; i < NT / 8; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int tk = 8 * i + 2 * t + (c & 1);
+        if (tk < p.M) p.y[size_t(tk) * p.N + row + 8 * (c >> 1)] = dev::float_to_bf16_bits(acc[m][4 * i + c]);
+      }
+  }
+}
+
+// This lane's kSP x NT / 2 partial sums of one CTA's slot (0: its first row
+// block, 1: its last).
+__device__ __forceinline__ float* partial_slot(const Params& p, int cta, int slot, int floats) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  return p.partials + ((size_t(cta) * 2 + slot) * kWarps * 32 + warp * 32 + lane) * floats;
+}
+
+// Stream-K end of a row block's segment [seg0, seg1) of units: the whole row
+// block goes straight to y; a part is stored as this warp's FP32 partial and
+// the warp that completes the row block (the last of its CTAs to arrive, per
+// warp) adds the others' partials and writes y. Per warp: no CTA barrier.
+template <int NT, int kSP>
+__device__ __forceinline__ void flush_segment(const Params& p, const Range& r, int rb, int seg0, int seg1,
+                                              float (&acc)[kSP][NT / 2]) {
+  constexpr int kFloats = kSP * NT / 2;
+  const int S = r.stages, ctas = gridDim.x, units = (p.N / (kRows * kSP)) * S, cta = blockIdx.x;
+  if (seg1 - seg0 == S) return store_y<NT, kSP>(p, rb, acc);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int slot = rb == r.u0 / S ? 0 : 1;
+  float4* mine = reinterpret_cast<float4*>(partial_slot(p, cta, slot, kFloats));
+#pragma unroll
+  for (int m = 0; m < kSP; ++m)
+#pragma unroll
+    for (int i = 0; i < NT / 8; ++i)
+      __stcg(mine + m * NT / 8 + i,
+             make_float4(acc[m][4 * i], acc[m][4 * i + 1], acc[m][4 * i + 2], acc[m][4 * i + 3]));
+  __threadfence();
+  __syncwarp();
+  const int c0 = cta_of(rb * S, units, ctas), c1 = cta_of((rb + 1) * S - 1, units, ctas);
+  int arrived = 0;
+  if (lane == 0) arrived = atomicAdd(p.counters + rb * kWarps + warp, 1);
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  if (arrived != c1 - c0) return;  // not the last of the row block's c1 - c0 + 1 segments
+  __threadfence();
+  for (int c = c0; c <= c1; ++c) {
+    if (c == cta) continue;
+    const int other = rb == range_start(c, units, ctas) / S ? 0 : 1;
+    const float4* src = reinterpret_cast<const float4*>(partial_slot(p, c, other, kFloats));
+#pragma unroll
+    for (int m = 0; m < kSP; ++m)
+#pragma unroll
+      for (int i = 0; i < NT / 8; ++i) {
+        const float4 v = __ldcg(src + m * NT / 8 + i);
+        acc[m][4 * i] += v.x, acc[m][4 * i + 1] += v.y, acc[m][4 * i + 2] += v.z, acc[m][4 * i + 3] += v.w;
+      }
+  }
+  if (lane == 0) p.counters[rb * kWarps + warp] = 0;  // the next launch starts from zero
+  store_y<NT, kSP>(p, rb, acc);
+}
+
+// K splits: the cluster's CTAs sum their FP32 partial tiles through
+// distributed shared memory (the ring is free: every stage was consumed).
+template <int NT, int kCtas, int kSP>
+__device__ __forceinline__ void cluster_epilogue(const Params& p, uint8_t* smem, int rb,
+                                                 const float (&acc)[kSP][NT / 2]) {
+  using L = Layout<NT, kCtas, kSP>;
+  constexpr int kRowsCta = L::kRowsCta;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  __syncthreads();  // every warpgroup's MMAs are done: the ring holds the partial tile now
+  float* part = reinterpret_cast<float*>(smem);  // [kRowsCta rows][kPartLd]
+#pragma unroll
+  for (int m = 0; m < kSP; ++m)
+#pragma unroll
+    for (int i = 0; i < NT / 8; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        part[((m * kWarps + warp) * kStripRows + g + 8 * (c >> 1)) * L::kPartLd + 8 * i + 2 * t + (c & 1)] =
+            acc[m][4 * i + c];
+  const size_t row0 = size_t(rb) * kRowsCta;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank()), rows_per = kRowsCta / splits;
+  for (int e = tid; e < rows_per * p.M; e += kThreads) {
+    const int r = rank * rows_per + e % rows_per, tk = e / rows_per;
+    float sum = 0.f;
+    for (int q = 0; q < splits; ++q) sum += cluster.map_shared_rank(part, q)[r * L::kPartLd + tk];
+    p.y[size_t(tk) * p.N + row0 + r] = dev::float_to_bf16_bits(sum);
+  }
+  cluster.sync();  // keep this CTA's partial alive until every rank has read it
+}
+
+// kStreamK: grid of resident CTAs, each an equal range of units (row blocks
+// cut anywhere, partials through Params::partials); else grid (row blocks,
+// K splits), clusters of the splits.
+template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP>
+__global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
+  using L = Layout<NT, kCtas, kSP>;
+  constexpr int S = L::kStages;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  Range r;
+  r.stages = p.K / kTileK / kStageTiles;
+  if constexpr (kStreamK) {
+    const int units = (p.N / L::kRowsCta) * r.stages;
+    r.u0 = range_start(blockIdx.x, units, gridDim.x);
+    r.u1 = range_start(blockIdx.x + 1, units, gridDim.x);
+  } else {
+    const int splits = gridDim.y, split = blockIdx.y;
+    r.u0 = blockIdx.x * r.stages + split * r.stages / splits;
+    r.u1 = blockIdx.x * r.stages + (split + 1) * r.stages / splits;
+  }
+  const int n = r.u1 - r.u0;  // stages this CTA runs
+  const uint32_t smem0 = dev::smem_addr(smem);
+  const uint32_t bars = smem0 + L::kRing;  // full[S], then empty[S]
+  Filler<NT, kCtas, kSP> f;
+  f.stages = r.stages;
+  f.rb = r.u0 / r.stages;
+  f.j = r.u0 % r.stages;
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      dev::mbar_init(bars + 8 * s, 1);
+      dev::mbar_init(bars + 8 * (S + s), kWarps);
+    }
+    dev::fence_mbar_init();
+    // The weights do not depend on the previous launch (the permutation of
+    // x): request the first stages' before waiting for it.
+    Filler<NT, kCtas, kSP> w = f;
+    for (int q = 0; q < min(S, n); ++q, w.next()) w.weights(p, smem0, bars, q);
+    dev::griddep_wait();
+    for (int q = 0; q < min(S, n); ++q, f.next()) f.acts(p, smem0, bars, q);
+  }
+  __syncthreads();
+
+  float acc[kSP][NT / 2];
+#pragma unroll
+  for (int m = 0; m < kSP; ++m)
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
+  const uint64_t desc0 = b_desc(smem0, L::kChunk);
+  // Strip m * 8 + warp of the row block: warpgroup wg's m64 tile m is strips
+  // m * 8 + 4 wg .. + 3.
+  const uint32_t wcode = opaque(smem0 + L::kCodeOff + warp * L::kCodes + lane * 16);
+  const uint32_t wscale = opaque(smem0 + L::kScaleOff + warp * L::kScales + (t >> 1) * 16 + 2 * g);
+  // Two A register sets: with one strip per warp, tile u's; with two, strip
+  // m's (strip 1 is dequantized while strip 0's group runs and vice versa).
+  uint32_t a[2][4][4];
+  int s = 0, rs = 0;  // slot of stage q, slot of stage q - 2 (refilled at q)
+  uint32_t ph = 0, rph = 0;
+  int rb = r.u0 / r.stages, seg0 = r.u0;  // current row block and its segment's first unit
+  for (int q = 0; q < n; ++q) {
+    mbar_wait_parity(bars + 8 * s, ph);
+    const uint32_t off = s * L::kStage;
+    uint4 wv[kStageTiles][kSP];  // the whole stage's weights first: one shared-memory latency per stage
+    uint32_t sc[kStageTiles][kSP];
+#pragma unroll
+    for (int u = 0; u < kStageTiles; ++u)
+#pragma unroll
+      for (int m = 0; m < kSP; ++m) {
+        wv[u][m] = dev::lds128(wcode + off + m * kWarps * L::kCodes + u * kTileCodeBytes);
+        sc[u][m] = dev::lds_u16(wscale + off + m * kWarps * L::kScales + u * kTileScaleBytes);
+      }
+#pragma unroll
+    for (int u = 0; u < kStageTiles; ++u)
+#pragma unroll
+    for (int m = 0; m < kSP; ++m) {
+      uint32_t(&ab)[4][4] = a[(u * kSP + m) & 1];
+      const dev::ScaleMul mul = dev::scale_multipliers<kBig>(sc[u][m]);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) dev::dequant_fragment<kBig>(dev::word_of(wv[u][m], kk), mul, ab[kk]);
+      dev::wgmma_fence();
+      const uint64_t d = desc0 + ((off + u * L::kXTile) >> 4);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        dev::wgmma_rs_bf16_tokens<NT>(acc[m], ab[kk], d + ((2 * kk * L::kChunk) >> 4));
+      dev::wgmma_commit();
+      // The previous group is done: its A registers are rewritten next.
+      dev::wgmma_wait<1>();
+      if (u == 0 && m == 0 && q > 0) {
+        // Stage q - 1's last group retired: give its slot back. Thread 0 then
+        // refills the slot of stage q - 2 (every warp gave it back during
+        // stage q - 1, so the wait is short).
+        if (lane == 0) mbar_arrive(bars + 8 * (S + (s == 0 ? S - 1 : s - 1)));
+        if (q >= 2) {
+          if (tid == 0 && q - 2 + S < n) {
+            mbar_wait_parity(bars + 8 * (S + rs), rph);
+            f.weights(p, smem0, bars, rs);
+            f.acts(p, smem0, bars, rs);
+            f.next();
+          }
+          if (++rs == S) rs = 0, rph ^= 1;
+        }
+      }
+    }
+    if (++s == S) s = 0, ph ^= 1;
+    if constexpr (kStreamK) {
+      const int unit = r.u0 + q + 1;
+      if (unit % r.stages == 0 || q == n - 1) {  // the row block's segment ends here
+        dev::wgmma_wait<0>();
+#pragma unroll
+        for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
+        flush_segment<NT, kSP>(p, r, rb, seg0, unit, acc);
+#pragma unroll
+        for (int m = 0; m < kSP; ++m)
+#pragma unroll
+          for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
+        ++rb;
+        seg0 = unit;
+      }
+    }
+  }
+  if constexpr (!kStreamK) {
+    dev::wgmma_wait<0>();
+#pragma unroll
+    for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
+    if (gridDim.y == 1) store_y<NT, kSP>(p, rb, acc);
+    else cluster_epilogue<NT, kCtas, kSP>(p, smem, rb, acc);
+  }
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (nothing
+// new to link); looked up once per process.
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    MX_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                   cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || !f)
+      fail_input("mxfp4_gemm: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// `rows` strips of `row_bytes` (8-byte elements), box of box_bytes x box_rows strips.
+CUtensorMap strip_map(const void* ptr, uint64_t row_bytes, uint64_t rows, uint32_t box_bytes, uint32_t box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {row_bytes / 8, rows};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box_bytes / 8, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<void*>(ptr), dims,
+                                 strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    fail_input("mxfp4_gemm: cuTensorMapEncodeTiled failed ({}) for {} strips of {} bytes", int(r), rows,
+               row_bytes);
+  return map;
+}
+
+int sm_count() {
+  int dev = 0, count = 0;
+  MX_CUDA_CHECK(cudaGetDevice(&dev));
+  MX_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+  return count;
+}
+
+// How a pass runs: K splits (0 = stream-K), resident CTAs per SM, strips per
+// warp.
+struct Plan {
+  int splits, ctas, strips;
+};
+
+// H200, 2026-12-01 (bench/mxfp4/results-dense-wide-2026-12-01-s7.md, one
+// call): stream-K with 2 CTAs per SM wherever the row blocks fill the GPU or
+// the tokens are few: 36864x7168 at 32 / 64 tokens 71.3 / 95.0 us (3 CTAs per
+// SM 76.6 at 32; K splits in clusters: 83.4-127.9 / 98.3-191.4), 7168x18432
+// at 32 tokens 44.8 (3 per SM 49.2, splits 51.1-84.7). 56 row blocks at 64
+// tokens: 2 K splits, 1 CTA per SM (59.6 us vs stream-K 65.8 with 1 per SM,
+// 70.9 with 2): its 112 CTAs keep a deeper ring, and stream-K cuts each row
+// block into ~5 partial segments there.
+Plan choose_plan(int64_t blocks, int stages, int M, int sms) {
+  if (M <= 32 || blocks >= 2 * sms) return {0, 2, 1};
+  int splits = 1;
+  while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
+  return {splits, 1, 1};
+}
+
+// Where a pass's scratch lives: the permuted x, then the stream-K partials.
+struct Scratch {
+  uint8_t* xp;
+  float* partials;
+  int* counters;
+};
+
+constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 2 + 255) / 256 * 256; }
+// Two slots per CTA, every thread its strips' accumulators (at most 32 floats).
+constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * 2 * kThreads * 32 * 4; }
+
+// x permuted for NT token rows, then the GEMM launched with programmatic
+// dependent launch (its prologue overlaps the permutation). splits 0 =
+// stream-K over sm_count() * kCtas CTAs.
+template <int NT, bool kBig, int kCtas, int kSP>
+void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream_t stream, int splits) {
+  using L = Layout<NT, kCtas, kSP>;
+  const int threads = NT * (p.K / kTileK);
+  permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
+      x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
+  MX_CUDA_CHECK(cudaGetLastError());
+  p.xp = scratch.xp;
+  p.partials = scratch.partials;
+  p.counters = scratch.counters;
+  // Two strips per warp only with stream-K: with K splits ptxas serializes
+  // the wgmma of that loop (C7513), so those are not compiled.
+  auto* split_kernel = kSP == 1 ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
+  auto* kernel = splits ? split_kernel : dense_ws_kernel<NT, kBig, kCtas, true, kSP>;
+  if (!kernel) fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp with stream-K only (k_splits 0)");
+  static PerDeviceOnce smem_attribute;
+  smem_attribute([&] {
+    for (auto* k : {split_kernel, dense_ws_kernel<NT, kBig, kCtas, true, kSP>})
+      if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
+  });
+  cudaLaunchConfig_t cfg = {};
+  const int blocks = p.N / L::kRowsCta;
+  cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(sm_count() * kCtas));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = L::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = 1;
+  attr[1].val.clusterDim.y = unsigned(splits);
+  attr[1].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = splits > 1 ? 2 : 1;
+  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+// The compiled combinations: 3 CTAs per SM and 2 strips per warp up to 32
+// tokens (registers), not both.
+template <bool kBig>
+void launch_plan(const Plan& plan, const Params& p, const uint16_t* x, const Scratch& scratch,
+                 cudaStream_t stream) {
+  const int s = plan.splits;
+  if (plan.strips == 2) {
+    if (p.M > 32 || plan.ctas == 3)
+      fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp up to 32 tokens and 2 CTAs per SM, got {} / {}",
+                 p.M, plan.ctas);
+    if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 2>(p, x, scratch, stream, s)
+                                         : launch_pass<16, kBig, 2, 2>(p, x, scratch, stream, s);
+    return plan.ctas == 1 ? launch_pass<32, kBig, 1, 2>(p, x, scratch, stream, s)
+                          : launch_pass<32, kBig, 2, 2>(p, x, scratch, stream, s);
+  }
+  if (plan.ctas == 3) {
+    if (p.M > 32) fail_input("mxfp4_gemm: kernel 11 fits 3 CTAs per SM up to 32 tokens, got {}", p.M);
+    if (p.M <= 16) return launch_pass<16, kBig, 3, 1>(p, x, scratch, stream, s);
+    return launch_pass<32, kBig, 3, 1>(p, x, scratch, stream, s);
+  }
+  if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 1>(p, x, scratch, stream, s)
+                                       : launch_pass<16, kBig, 2, 1>(p, x, scratch, stream, s);
+  if (p.M <= 32) return plan.ctas == 1 ? launch_pass<32, kBig, 1, 1>(p, x, scratch, stream, s)
+                                       : launch_pass<32, kBig, 2, 1>(p, x, scratch, stream, s);
+  return plan.ctas == 1 ? launch_pass<64, kBig, 1, 1>(p, x, scratch, stream, s)
+                        : launch_pass<64, kBig, 2, 1>(p, x, scratch, stream, s);
+}
+
+}  // namespace
+
+bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
+  return w.rows % kRows == 0 && w.cols % (kStageTiles * kTileK) == 0;
+}
+
+bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
+                     cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta) {
+  if (!dense_ws_supported(w))
+    fail_input("mxfp4_gemm: kernel 11 needs N % {} == 0 and K % {} == 0, got [{}, {}]", kRows,
+               kStageTiles * kTileK, w.rows, w.cols);
+  const int stages = int(w.cols / (kStageTiles * kTileK));
+  if (k_splits != 0 && k_splits != 1 && k_splits != 2 && k_splits != 4 && k_splits != 8)
+    fail_input("mxfp4_gemm: kernel 11 takes k_splits 0 (stream-K), 1, 2, 4 or 8, got {}", k_splits);
+  if (ctas_per_sm < 0 || ctas_per_sm > 3)
+    fail_input("mxfp4_gemm: kernel 11 takes 1..3 CTAs per SM (batch_tiles), got {}", ctas_per_sm);
+  if (strips_per_cta != 0 && strips_per_cta != kWarps && strips_per_cta != 2 * kWarps)
+    fail_input("mxfp4_gemm: kernel 11 takes {} or {} strips per CTA, got {}", kWarps, 2 * kWarps, strips_per_cta);
+  const int strips = strips_per_cta ? strips_per_cta / kWarps : 1;
+  if (w.rows % (kRows * strips))
+    fail_input("mxfp4_gemm: kernel 11 with {} strips per CTA needs N % {} == 0, got {}", strips_per_cta,
+               kRows * strips, w.rows);
+  if (stages < k_splits)
+    fail_input("mxfp4_gemm: {} stages of {} K tiles cannot be split {} ways", stages, kStageTiles, k_splits);
+  // Scratch: the permuted x of one pass (64 token rows at most), then the
+  // stream-K partials (at most 3 CTAs per SM).
+  const int sms = sm_count();
+  const int64_t blocks = w.rows / kRows;
+  StreamKWorkspace ws;
+  if (!streamk_workspace(stream, xp_bytes(w.cols) + partial_bytes(3 * sms), blocks * kWarps, ws)) return false;
+  Scratch scratch;
+  scratch.xp = reinterpret_cast<uint8_t*>(ws.partials);
+  scratch.partials = reinterpret_cast<float*>(scratch.xp + xp_bytes(w.cols));
+  scratch.counters = ws.counters;
+  const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
+  Params p;
+  p.codes = strip_map(w.codes, uint64_t(KT) * kTileCodeBytes, all_strips, kStageTiles * kTileCodeBytes,
+                      kWarps * strips);
+  p.scales = strip_map(w.scales, uint64_t(KT) * kTileScaleBytes, all_strips, kStageTiles * kTileScaleBytes,
+                       kWarps * strips);
+  p.N = int(w.rows);
+  p.K = int(w.cols);
+  for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
+    p.M = std::min(kMaxTokens, M - m0);
+    p.y = y + size_t(m0) * w.rows;
+    const uint16_t* xs = x + size_t(m0) * w.cols;
+    // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
+    Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips};
+    if (!k_splits && !ctas_per_sm && !strips_per_cta) plan = choose_plan(blocks, stages, p.M, sms);
+    if (p.M > 32) plan.ctas = std::min(plan.ctas, 2);  // 64 tokens: at most 2 CTAs per SM fit
+    if (w.big_scales) launch_plan<true>(plan, p, xs, scratch, stream);
+    else launch_plan<false>(plan, p, xs, scratch, stream);
+  }
+  return true;
+}
+
+}  // namespace mx::cuda

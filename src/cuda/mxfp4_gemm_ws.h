@@ -1,0 +1,29 @@
+// Dense MXFP4 GEMM on wgmma with the weights and activations streamed by bulk
+// copies through an mbarrier ring (GemmConfig kernel 11, mxfp4_gemm_ws.cu);
+// entry points for mxfp4_gemm's dispatch (not public).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/mxfp4_kernels.h"
+
+namespace mx::cuda {
+
+// N % 128 == 0 and K % 128 == 0 (whole stages of 2 K tiles).
+bool dense_ws_supported(const Mxfp4DeviceWeight& w);
+
+// y[M, N] = x[M, K] * W^T; any M (passes of up to 64 tokens). k_splits: CTAs
+// (one cluster) that split K, 1, 2, 4 or 8, or 0 = stream-K over the resident
+// CTAs; ctas_per_sm: resident CTAs per SM the ring is sized for, 1 (deeper
+// ring), 2 or 3 (up to 32 tokens); strips_per_cta: 8 (one per warp) or 16
+// (two per warp, N % 256 == 0, up to 32 tokens, at most 2 CTAs per SM); all
+// three 0 = chosen from the shape.
+// Each pass first writes x in the MMA's layout into the stream's scratch
+// (streamk_workspace). False, with nothing launched, when that scratch is
+// too small and cannot grow (the stream is being captured): the caller then
+// runs another kernel.
+bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
+                     cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta);
+
+}  // namespace mx::cuda
