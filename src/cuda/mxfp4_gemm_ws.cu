@@ -525,7 +525,11 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   });
   cudaLaunchConfig_t cfg = {};
   const int blocks = p.N / L::kRowsCta;
-  cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(sm_count() * kCtas));
+  // Stream-K: never more CTAs than units, so that every CTA's range holds at
+  // least one (the fix-up counts every CTA between a row block's first and
+  // last as one of its segments).
+  const int units = blocks * (p.K / kTileK / kStageTiles);
+  cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(std::min(sm_count() * kCtas, units)));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = L::kSmem;
   cfg.stream = stream;

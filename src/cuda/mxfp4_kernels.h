@@ -57,7 +57,10 @@ struct Mxfp4DeviceWeight {
 // per SM to use (0 = all that fit).
 // Kernel 11: k_splits 1, 2, 4 or 8 = K split over a cluster of that many CTAs,
 // 0 = stream-K; batch_tiles = resident CTAs per SM the ring is sized for (1, 2,
-// or 3 up to 32 tokens); both 0 = chosen from the shape.
+// or 3 up to 32 tokens); strips_per_cta 8 (one per warp) or 16 (two per warp:
+// stream-K only, up to 32 tokens, N % 256 == 0); all three 0 = chosen from the
+// shape (setting any of them forces the others' defaults: stream-K, 2 CTAs per
+// SM, one strip per warp).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory

@@ -34,7 +34,8 @@ TEST(KernelNames, NumbersTheKernelsDocumentStayPut) {
   // GemmConfig::kernel, MoeConfig::path, MoeConfig::w4a4_mma).
   EXPECT_EQ(mxfp4_gemm_kernel_names(), (std::vector<std::string>{"auto", "strip", "strip-ring", "tiled", "strip-bulk",
                                                                  "strip-batched", "strip-batched-tight", "wgmma",
-                                                                 "strip-balanced", "strip-pair", "strip-streamk"}));
+                                                                 "strip-balanced", "strip-pair", "strip-streamk",
+                                                                 "wgmma-ring"}));
   EXPECT_EQ(moe_kernel_names(), (std::vector<std::string>{"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma",
                                                           "prefill-ws"}));
   EXPECT_EQ(w4a4_mma_names(), (std::vector<std::string>{"auto", "bf16", "fp8", "fp8-256"}));
