@@ -43,6 +43,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/host/streamk_ranges.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_small_workspace.h"
 #include "cuda/mxfp4_gemm_ws.h"
@@ -169,16 +170,6 @@ struct Range {
   int u0, u1, stages;
 };
 
-__device__ __forceinline__ int range_start(int c, int units, int ctas) {
-  return int(int64_t(c) * units / ctas);
-}
-// The CTA of the stream-K grid whose range holds unit u.
-__device__ __forceinline__ int cta_of(int u, int units, int ctas) {
-  int c = int(int64_t(u) * ctas / units);
-  while (c + 1 < ctas && range_start(c + 1, units, ctas) <= u) ++c;
-  while (c > 0 && range_start(c, units, ctas) > u) --c;
-  return c;
-}
 
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
@@ -238,7 +229,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   const int S = r.stages, ctas = gridDim.x, units = (p.N / (kRows * kSP)) * S, cta = blockIdx.x;
   if (seg1 - seg0 == S) return store_y<NT, kSP>(p, rb, acc);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int slot = rb == r.u0 / S ? 0 : 1;
+  const int slot = streamk_slot(cta, rb, units, ctas, S);
   float4* mine = reinterpret_cast<float4*>(partial_slot(p, cta, slot, kFloats));
 #pragma unroll
   for (int m = 0; m < kSP; ++m)
@@ -248,7 +239,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
              make_float4(acc[m][4 * i], acc[m][4 * i + 1], acc[m][4 * i + 2], acc[m][4 * i + 3]));
   __threadfence();
   __syncwarp();
-  const int c0 = cta_of(rb * S, units, ctas), c1 = cta_of((rb + 1) * S - 1, units, ctas);
+  const int c0 = streamk_cta_of(rb * S, units, ctas), c1 = streamk_cta_of((rb + 1) * S - 1, units, ctas);
   int arrived = 0;
   if (lane == 0) arrived = atomicAdd(p.counters + rb * kWarps + warp, 1);
   arrived = __shfl_sync(0xffffffffu, arrived, 0);
@@ -256,7 +247,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   __threadfence();
   for (int c = c0; c <= c1; ++c) {
     if (c == cta) continue;
-    const int other = rb == range_start(c, units, ctas) / S ? 0 : 1;
+    const int other = streamk_slot(c, rb, units, ctas, S);
     const float4* src = reinterpret_cast<const float4*>(partial_slot(p, c, other, kFloats));
 #pragma unroll
     for (int m = 0; m < kSP; ++m)
@@ -314,8 +305,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
   r.stages = p.K / kTileK / kStageTiles;
   if constexpr (kStreamK) {
     const int units = (p.N / L::kRowsCta) * r.stages;
-    r.u0 = range_start(blockIdx.x, units, gridDim.x);
-    r.u1 = range_start(blockIdx.x + 1, units, gridDim.x);
+    r.u0 = streamk_start(blockIdx.x, units, gridDim.x);
+    r.u1 = streamk_start(blockIdx.x + 1, units, gridDim.x);
   } else {
     const int splits = gridDim.y, split = blockIdx.y;
     r.u0 = blockIdx.x * r.stages + split * r.stages / splits;
@@ -525,11 +516,8 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   });
   cudaLaunchConfig_t cfg = {};
   const int blocks = p.N / L::kRowsCta;
-  // Stream-K: never more CTAs than units, so that every CTA's range holds at
-  // least one (the fix-up counts every CTA between a row block's first and
-  // last as one of its segments).
   const int units = blocks * (p.K / kTileK / kStageTiles);
-  cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(std::min(sm_count() * kCtas, units)));
+  cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(streamk_grid(sm_count() * kCtas, units)));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = L::kSmem;
   cfg.stream = stream;
