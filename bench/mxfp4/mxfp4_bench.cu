@@ -343,7 +343,9 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                    (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 7) r.note = "wgmma" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         else if (kernel == 11)
-          r.note = "ws ring" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" stream-K")) +
+          r.note = "ws ring" +
+                   (kparam ? " splits=" + std::to_string(kparam)
+                           : std::string(cluster || batch ? " stream-K" : " auto plan")) +
                    (cluster ? " strips/cta=" + std::to_string(cluster) : std::string()) +
                    (batch ? " ctas/sm=" + std::to_string(batch) : std::string());
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);

@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(256) gather_pairs_kernel(const uint16_t* __res
   // Word r holds real columns 2r, 2r + 1: t = r / 8, k16 step (r / 2) % 4,
   // pair index r % 2 -> logical word 8 kk + t + 4 (r % 2) (mma_logical_col / 2).
 #pragma unroll
-  for (int r = 0; r < 32; ++r) out[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)] = in[r];
+  for (int r = 0; r < 32; ++r) out[mma_word_of(r)] = in[r];
 #pragma unroll
   for (int c = 0; c < 8; ++c)
     xs[(size_t(j) * 8 + c) * R + i] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
@@ -136,14 +136,14 @@ __global__ void __launch_bounds__(256) qdq_chunks_kernel(uint4* __restrict__ h, 
     uint32_t amax = 0;
 #pragma unroll
     for (int r = 16 * b; r < 16 * b + 16; ++r) {
-      const uint32_t w = logical[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)];
+      const uint32_t w = logical[mma_word_of(r)];
       amax = max(amax, max(w & 0x7FFFu, (w >> 16) & 0x7FFFu));
     }
     const int e_s = dev::qdq_scale_exponent(amax);
     const float inv = dev::exp2_int(-e_s), scale = dev::exp2_int(e_s);
 #pragma unroll
     for (int r = 16 * b; r < 16 * b + 16; ++r) {
-      uint32_t& w = logical[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)];
+      uint32_t& w = logical[mma_word_of(r)];
       w = uint32_t(dev::qdq_bf16(uint16_t(w), inv, scale)) | (uint32_t(dev::qdq_bf16(uint16_t(w >> 16), inv, scale)) << 16);
     }
   }
@@ -189,7 +189,7 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
   uint32_t a[2][4][4];
   int prev = -1;
   for (int j = j_begin; j < KT; ++j) {
-    mbar_wait_parity(bars + 8 * st, phase);
+    dev::mbar_wait_parity(bars + 8 * st, phase);
     const uint32_t sb = base + st * kStageBytes;
     uint4 wv[2];
     uint32_t sc[2];
@@ -215,8 +215,9 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
       keep_registers(a[m ^ 1]);  // read by the group that just retired
       if (m == 0) {
         // Group (j - 1, 1) retired too: tile j - 1's stage is free.
-        if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+        if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
         if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
+        __syncwarp();  // the warp reconverges before the next aligned wgmma
       }
     }
     prev = st;
@@ -226,7 +227,7 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
   dev::fence_accumulators(acc[0]);
   dev::fence_accumulators(acc[1]);
   keep_registers(a[1]);
-  if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+  if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
 }
 
 // The same K loop with three A buffers and `wait_group 2`: a warpgroup keeps
@@ -251,7 +252,7 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
 #pragma unroll
     for (int u = 0; u < 3; ++u) {
       const int j = j0 + u;
-      mbar_wait_parity(bars + 8 * st, phase);
+      dev::mbar_wait_parity(bars + 8 * st, phase);
       const uint32_t sb = base + st * kStageBytes;
       uint4 wv[2];
       uint32_t sc[2];
@@ -276,8 +277,9 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
         dev::wgmma_wait<2>();
         use_registers(a[(2 * u + m + 1) % 3]);  // group q - 2's buffer: retired just now
         if (m == 1) {
-          if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+          if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
           if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
+          __syncwarp();  // the warp reconverges before the next aligned wgmma
         }
       }
       prev = st;
@@ -289,7 +291,7 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
   dev::fence_accumulators(acc[1]);
 #pragma unroll
   for (int b = 0; b < 3; ++b) use_registers(a[b]);
-  if (prev >= 0 && lane == 0) mbar_arrive(bars + 8 * (kS + prev));
+  if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
   consume_item<kS, NB, kBig>(p, base, bars, wg, items, row_blocks, st, phase, prod, pending, acc, KT3);
 }
 

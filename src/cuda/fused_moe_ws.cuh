@@ -36,19 +36,6 @@ constexpr int kStagingBytes = 8 * kChunkBytes;  // gate_up epilogue, per consume
 // of 4 floats, stored [step][thread] (16 bytes each, conflict-free).
 constexpr int kAllSteps = 32;
 
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -129,7 +116,7 @@ struct Producer {
                                         int row_blocks) {
     if (item >= items) return;
     const uint32_t full = bars + 8 * st;
-    mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
+    dev::mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
     dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
     const uint32_t sb = base + st * kStageBytes;
     tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);

@@ -177,7 +177,7 @@ __device__ __forceinline__ void dequant_tiles(const Params& p, const Rings& r, i
     for (int j = 0; j < KT; ++j) {
       if (tid == 0) prod.issue(p, r.base, r.bars, items, row_blocks);
       __syncwarp();
-      mbar_wait_parity(r.full(st), phase);
+      dev::mbar_wait_parity(r.full(st), phase);
       const uint32_t sb = r.base + st * kStageBytes;
       uint4 wv[4];
       uint32_t sc[4];
@@ -194,14 +194,14 @@ __device__ __forceinline__ void dequant_tiles(const Params& p, const Rings& r, i
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) dev::dequant_fragment<kBig>(dev::word_of(wv[s], kk), mul, a[s][kk]);
       }
-      mbar_wait_parity(r.a_empty(ast, dw >> 1), aphase ^ 1);
+      dev::mbar_wait_parity(r.a_empty(ast, dw >> 1), aphase ^ 1);
       const uint32_t ab = r.abase + ast * kAStageBytes + lane_off;
 #pragma unroll
       for (int s = 0; s < 4; ++s)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) stmatrix_x4(ab + 2 * kk * kAChunkBytes + s * 16 * 16, a[s][kk]);
       dev::fence_proxy_async();  // the stores before the tensor cores' reads
-      mbar_arrive(r.a_full(ast, dw));
+      dev::mbar_arrive(r.a_full(ast, dw));
       if (++st == kSsStages) st = 0, phase ^= 1;
       if (++ast == kAStages) ast = 0, aphase ^= 1;
     }
@@ -218,9 +218,9 @@ __device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r,
   const int KT = p.K / kTileK;
   int prev = -1, aprev = -1;
   for (int j = 0; j < KT; ++j) {
-    mbar_wait_parity(r.full(st), phase);
-    mbar_wait_parity(r.a_full(ast, 2 * wg), aphase);
-    mbar_wait_parity(r.a_full(ast, 2 * wg + 1), aphase);
+    dev::mbar_wait_parity(r.full(st), phase);
+    dev::mbar_wait_parity(r.a_full(ast, 2 * wg), aphase);
+    dev::mbar_wait_parity(r.a_full(ast, 2 * wg + 1), aphase);
     const uint32_t sb = r.base + st * kStageBytes;
     const uint32_t ab = r.abase + ast * kAStageBytes + wg * 128 * 16;
     dev::wgmma_fence();
@@ -234,8 +234,8 @@ __device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r,
     pending.step(p, j);  // its REDs issue while the group runs
     dev::wgmma_wait<1>();
     if (prev >= 0 && lane == 0) {
-      mbar_arrive(r.empty(prev));
-      mbar_arrive(r.a_empty(aprev, wg));
+      dev::mbar_arrive(r.empty(prev));
+      dev::mbar_arrive(r.a_empty(aprev, wg));
     }
     prev = st, aprev = ast;
     if (++st == kSsStages) st = 0, phase ^= 1;
@@ -245,8 +245,8 @@ __device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r,
   dev::fence_accumulators(acc[0]);
   dev::fence_accumulators(acc[1]);
   if (prev >= 0 && lane == 0) {
-    mbar_arrive(r.empty(prev));
-    mbar_arrive(r.a_empty(aprev, wg));
+    dev::mbar_arrive(r.empty(prev));
+    dev::mbar_arrive(r.a_empty(aprev, wg));
   }
 }
 

@@ -178,6 +178,7 @@ __device__ __forceinline__ void finish_partial(const float (&acc)[kPair][NT][4],
   int last = 0;
   if (lane == 0) last = atomicAdd(counters + group, tiles) + tiles == KT;
   if (!__shfl_sync(0xffffffffu, last, 0)) return;
+  __syncwarp();  // orders lane 0's atomic before every lane's reads (a shuffle does not)
   __threadfence();
   const int first_unit = group * KT;
   const int w0 = split.warp_of(first_unit), w1 = split.warp_of(first_unit + KT - 1);

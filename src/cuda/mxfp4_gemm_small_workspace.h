@@ -1,6 +1,8 @@
-// Scratch of the stream-K dense kernel (GemmConfig kernel 10,
-// mxfp4_gemm_small_streamk.cu): FP32 partial sums of the warps whose K range
-// ends or starts inside a strip group, and one arrival counter per group.
+// Scratch of the stream-K dense kernels: kernel 10 (mxfp4_gemm_small_streamk.cu:
+// FP32 partial sums of the warps whose K range ends or starts inside a strip
+// group, and one arrival counter per group) and kernel 11 (mxfp4_gemm_ws.cu:
+// the permuted x of a pass, 64 token rows x K, then its stream-K partials and
+// counters; ~26 MB + 128 K bytes per stream on an H200).
 //
 // mxfp4_gemm takes no workspace argument, so the scratch is kept here, one per
 // (device, stream): launches on one stream run one after another, so they can

@@ -92,19 +92,6 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t addr, uint32_t chunk_bytes) 
          (uint64_t(128 >> 4) << 32);
 }
 
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 
 // xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
 // row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
@@ -127,7 +114,7 @@ __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restri
     // Word r holds real columns 2r, 2r + 1: lane t = r / 8, k16 step (r / 2) % 4,
     // pair r % 2 -> logical word 8 kk + t + 4 (r % 2) (mma_logical_col / 2).
 #pragma unroll
-    for (int r = 0; r < 32; ++r) out[8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1)] = in[r];
+    for (int r = 0; r < 32; ++r) out[mma_word_of(r)] = in[r];
   }
 #pragma unroll
   for (int c = 0; c < 8; ++c)
@@ -244,6 +231,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   if (lane == 0) arrived = atomicAdd(p.counters + rb * kWarps + warp, 1);
   arrived = __shfl_sync(0xffffffffu, arrived, 0);
   if (arrived != c1 - c0) return;  // not the last of the row block's c1 - c0 + 1 segments
+  __syncwarp();  // orders lane 0's atomic before every lane's reads (a shuffle does not)
   __threadfence();
   for (int c = c0; c <= c1; ++c) {
     if (c == cta) continue;
@@ -335,10 +323,12 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
   __syncthreads();
 
   float acc[kSP][NT / 2];
+  auto zero_accumulators = [&] {
 #pragma unroll
-  for (int m = 0; m < kSP; ++m)
+    for (int m = 0; m < kSP; ++m)
 #pragma unroll
-    for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
+      for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
+  };
   const uint64_t desc0 = b_desc(smem0, L::kChunk);
   // Strip m * 8 + warp of the row block: warpgroup wg's m64 tile m is strips
   // m * 8 + 4 wg .. + 3.
@@ -349,9 +339,10 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
   uint32_t a[2][4][4];
   int s = 0, rs = 0;  // slot of stage q, slot of stage q - 2 (refilled at q)
   uint32_t ph = 0, rph = 0;
-  int rb = r.u0 / r.stages, seg0 = r.u0;  // current row block and its segment's first unit
-  for (int q = 0; q < n; ++q) {
-    mbar_wait_parity(bars + 8 * s, ph);
+  // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
+  // given back and stage q - 2's refilled.
+  auto run_stage = [&](int q) {
+    dev::mbar_wait_parity(bars + 8 * s, ph);
     const uint32_t off = s * L::kStage;
     uint4 wv[kStageTiles][kSP];  // the whole stage's weights first: one shared-memory latency per stage
     uint32_t sc[kStageTiles][kSP];
@@ -382,39 +373,60 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
         // Stage q - 1's last group retired: give its slot back. Thread 0 then
         // refills the slot of stage q - 2 (every warp gave it back during
         // stage q - 1, so the wait is short).
-        if (lane == 0) mbar_arrive(bars + 8 * (S + (s == 0 ? S - 1 : s - 1)));
+        if (lane == 0) dev::mbar_arrive(bars + 8 * (S + (s == 0 ? S - 1 : s - 1)));
         if (q >= 2) {
           if (tid == 0 && q - 2 + S < n) {
-            mbar_wait_parity(bars + 8 * (S + rs), rph);
+            dev::mbar_wait_parity(bars + 8 * (S + rs), rph);
             f.weights(p, smem0, bars, rs);
             f.acts(p, smem0, bars, rs);
             f.next();
           }
+          __syncwarp();  // the warp reconverges before the next aligned wgmma
           if (++rs == S) rs = 0, rph ^= 1;
         }
       }
     }
     if (++s == S) s = 0, ph ^= 1;
-    if constexpr (kStreamK) {
+  };
+  if constexpr (kStreamK && kSP == 1) {
+    // One pass per row-block segment [seg0, seg1) of this CTA's units. The
+    // accumulators are zeroed (and, in the fix-up, added to) outside the
+    // stage loop: redefined inside it, ptxas waited for every MMA group at
+    // the end of each stage (C7517) so that no group was left in flight.
+    for (int q = 0, rb = r.u0 / r.stages; q < n; ++rb) {
+      const int seg0 = r.u0 + q, seg1 = min(r.u1, (rb + 1) * r.stages);
+      zero_accumulators();
+      for (; r.u0 + q < seg1; ++q) run_stage(q);
+      dev::wgmma_wait<0>();
+#pragma unroll
+      for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
+      flush_segment<NT, kSP>(p, r, rb, seg0, seg1, acc);
+    }
+  } else if constexpr (kStreamK) {
+    // Two strips per warp: the segment loop above makes ptxas serialize
+    // every wgmma (C7513), so the stage loop stays whole and keeps the
+    // per-stage wait (C7517).
+    zero_accumulators();
+    for (int q = 0, rb = r.u0 / r.stages, seg0 = r.u0; q < n; ++q) {
+      run_stage(q);
       const int unit = r.u0 + q + 1;
       if (unit % r.stages == 0 || q == n - 1) {  // the row block's segment ends here
         dev::wgmma_wait<0>();
 #pragma unroll
         for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
         flush_segment<NT, kSP>(p, r, rb, seg0, unit, acc);
-#pragma unroll
-        for (int m = 0; m < kSP; ++m)
-#pragma unroll
-          for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
+        zero_accumulators();
         ++rb;
         seg0 = unit;
       }
     }
-  }
-  if constexpr (!kStreamK) {
+  } else {
+    zero_accumulators();
+    for (int q = 0; q < n; ++q) run_stage(q);
     dev::wgmma_wait<0>();
 #pragma unroll
     for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
+    const int rb = r.u0 / r.stages;
     if (gridDim.y == 1) store_y<NT, kSP>(p, rb, acc);
     else cluster_epilogue<NT, kCtas, kSP>(p, smem, rb, acc);
   }
@@ -497,6 +509,11 @@ constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * 2 * kThreads * 
 template <int NT, bool kBig, int kCtas, int kSP>
 void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream_t stream, int splits) {
   using L = Layout<NT, kCtas, kSP>;
+  // Two strips per warp only with stream-K: with K splits ptxas serializes
+  // the wgmma of that loop (C7513), so those are not compiled.
+  auto* split_kernel = kSP == 1 ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
+  auto* kernel = splits ? split_kernel : dense_ws_kernel<NT, kBig, kCtas, true, kSP>;
+  if (!kernel) fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp with stream-K only (k_splits 0)");
   const int threads = NT * (p.K / kTileK);
   permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
       x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
@@ -504,11 +521,6 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   p.xp = scratch.xp;
   p.partials = scratch.partials;
   p.counters = scratch.counters;
-  // Two strips per warp only with stream-K: with K splits ptxas serializes
-  // the wgmma of that loop (C7513), so those are not compiled.
-  auto* split_kernel = kSP == 1 ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
-  auto* kernel = splits ? split_kernel : dense_ws_kernel<NT, kBig, kCtas, true, kSP>;
-  if (!kernel) fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp with stream-K only (k_splits 0)");
   static PerDeviceOnce smem_attribute;
   smem_attribute([&] {
     for (auto* k : {split_kernel, dense_ws_kernel<NT, kBig, kCtas, true, kSP>})
@@ -585,6 +597,21 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                kRows * strips, w.rows);
   if (stages < k_splits)
     fail_input("mxfp4_gemm: {} stages of {} K tiles cannot be split {} ways", stages, kStageTiles, k_splits);
+  // The compiled combinations (launch_plan), refused here, before anything
+  // is allocated or launched: 3 CTAs per SM and 2 strips per warp up to 32
+  // tokens, not both; 2 strips per warp with stream-K only.
+  const int first_pass = std::min(M, kMaxTokens);
+  if (strips == 2 && (k_splits != 0 || ctas_per_sm == 3 || first_pass > 32))
+    fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp with stream-K (k_splits 0), up to 32 tokens and "
+               "2 CTAs per SM, got k_splits {}, {} tokens, {} CTAs per SM", k_splits, M, ctas_per_sm);
+  if (ctas_per_sm == 3 && first_pass > 32)
+    fail_input("mxfp4_gemm: kernel 11 fits 3 CTAs per SM up to 32 tokens, got {}", M);
+  const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
+  Params p;
+  p.codes = strip_map(w.codes, uint64_t(KT) * kTileCodeBytes, all_strips, kStageTiles * kTileCodeBytes,
+                      kWarps * strips);
+  p.scales = strip_map(w.scales, uint64_t(KT) * kTileScaleBytes, all_strips, kStageTiles * kTileScaleBytes,
+                       kWarps * strips);
   // Scratch: the permuted x of one pass (64 token rows at most), then the
   // stream-K partials (at most 3 CTAs per SM).
   const int sms = sm_count();
@@ -595,12 +622,6 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   scratch.xp = reinterpret_cast<uint8_t*>(ws.partials);
   scratch.partials = reinterpret_cast<float*>(scratch.xp + xp_bytes(w.cols));
   scratch.counters = ws.counters;
-  const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
-  Params p;
-  p.codes = strip_map(w.codes, uint64_t(KT) * kTileCodeBytes, all_strips, kStageTiles * kTileCodeBytes,
-                      kWarps * strips);
-  p.scales = strip_map(w.scales, uint64_t(KT) * kTileScaleBytes, all_strips, kStageTiles * kTileScaleBytes,
-                       kWarps * strips);
   p.N = int(w.rows);
   p.K = int(w.cols);
   for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
@@ -610,7 +631,6 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
     Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips};
     if (!k_splits && !ctas_per_sm && !strips_per_cta) plan = choose_plan(blocks, stages, p.M, sms);
-    if (p.M > 32) plan.ctas = std::min(plan.ctas, 2);  // 64 tokens: at most 2 CTAs per SM fit
     if (w.big_scales) launch_plan<true>(plan, p, xs, scratch, stream);
     else launch_plan<false>(plan, p, xs, scratch, stream);
   }

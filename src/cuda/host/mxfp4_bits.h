@@ -126,6 +126,20 @@ constexpr bool mma_logical_col_matches_layout() {
 static_assert(mma_logical_col_matches_layout(),
               "mma_logical_col disagrees with the kernel layout (kernel_code_slot)");
 
+// The same order for whole 32-bit words of a row's 64-wide K tile in memory
+// (real columns 2r, 2r + 1 in word r): the word's MMA position is
+// mma_logical_col(2r) / 2 = 8 kk + t + 4 (r % 2) with lane t = r / 8 and step
+// kk = (r / 2) % 4. Used where activations are copied into wgmma's K order.
+constexpr MX_HD int mma_word_of(int r) { return 8 * ((r >> 1) & 3) + (r >> 3) + 4 * (r & 1); }
+
+constexpr bool mma_word_of_matches_columns() {
+  for (int r = 0; r < kTileK / 2; ++r)
+    if (2 * mma_word_of(r) != mma_logical_col(2 * r) || 2 * mma_word_of(r) + 1 != mma_logical_col(2 * r + 1))
+      return false;
+  return true;
+}
+static_assert(mma_word_of_matches_columns(), "mma_word_of must move word r where mma_logical_col puts its columns");
+
 // Byte offset of the scale of (row r, block kb) in the kernel scale array.
 MX_HD int64_t kernel_scale_slot(int64_t r, int64_t kb, int64_t K) {
   const int64_t strip = r / kStripRows, kt = kb / 2;
