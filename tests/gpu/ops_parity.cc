@@ -454,6 +454,44 @@ void forced_kernel_cases(Harness& h) {
   }
 }
 
+// The dense GEMM inside CUDA graphs as decode steps record it, on a weight
+// large enough for the ring kernel (kernel 11, auto at 17..64 tokens): the
+// step runs eagerly first (uploads the weight, allocates the stream's
+// scratch), then is recorded and replayed twice; then a weight with a 4x
+// longer K runs eagerly, which grows the scratch (a new buffer beside the old
+// one), and the old recording is replayed again.
+void graph_cases(Harness& h) {
+  cuda::CudaOpsOptions opt;
+  opt.poison_outputs = true;
+  cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+  const int64_t M = 32, N = 8192, K = 8192;  // N x K = 64 M: a "large" weight
+  const LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
+  const LinearWeight longer = make_linear(WeightFormat::Mxfp4, DType::F32, 2048, 4 * K, false, false);
+  const Tensor x = bf16_rounded(random_f32({M, K})), x_long = bf16_rounded(random_f32({M, 4 * K}));
+  const Tensor ref = h.cpu_.linear(x, lw);
+  const Tensor dx = gpu.to_device(x), dx_long = gpu.to_device(x_long);
+  const std::string shape = fmt::format("mxfp4 M{} N{} K{}", M, N, K);
+  auto fail = [&](const std::string& what) { h.out_.push_back(Result{"graph", shape + " " + what, 0, 0, true, "FAIL"}); };
+  gpu.begin_static_step(1);
+  h.check("graph", shape + " eager step", gpu.linear(dx, lw), ref, kBf16Output);
+  gpu.begin_static_step(1);
+  Tensor out;
+  if (gpu.replay_step(out)) return fail("replayed before anything was recorded");
+  if (!gpu.begin_capture(DType::F32, {M, N})) return fail("could not be recorded");
+  h.check("graph", shape + " recorded step", gpu.end_capture(gpu.linear(dx, lw)), ref, kBf16Output);
+  for (int replay = 1; replay <= 2; ++replay) {
+    gpu.begin_static_step(1);
+    if (!gpu.replay_step(out)) return fail(fmt::format("replay {} did not run", replay));
+    h.check("graph", fmt::format("{} replay {}", shape, replay), out, ref, kBf16Output);
+  }
+  gpu.begin_step();
+  h.check("graph", "mxfp4 M32 N2048 K32768 eager (grows the scratch)", gpu.linear(dx_long, longer),
+          h.cpu_.linear(x_long, longer), kBf16Output);
+  gpu.begin_static_step(1);
+  if (!gpu.replay_step(out)) return fail("replay after the scratch grew did not run");
+  h.check("graph", shape + " replay after the scratch grew", out, ref, kBf16Output);
+}
+
 // W4A4 MoE on the prefill paths at every T against the CPU's W4A4 MoE:
 // --w4a4-mma fp8 / fp8-256 (FP8 tensor cores, in place of the forced
 // prefill-tiles path; H and I multiples of 256) and BF16 MMAs on the
@@ -683,6 +721,7 @@ int main(int argc, char** argv) {
       mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 8, 1280, 320, {1, 2, 4, 5});
       mx::print(op_results, op_printed, "ops");
       mx::forced_kernel_cases(h);
+      mx::graph_cases(h);
       mx::print(op_results, op_printed, "ops");
       mx::w4a4_prefill_cases(h, *cpu4);
       mx::print(op_results, op_printed, "ops");
