@@ -100,20 +100,9 @@ __global__ void __launch_bounds__(256) gather_pairs_kernel(const uint16_t* __res
   const int j = blockIdx.y * 8 + (threadIdx.x >> 5);
   if (i >= s.offsets[E] || j >= H / kTileK) return;
   const int token = s.sorted_pairs[i] / topk;
-  const uint4* src = reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK);
-  uint32_t in[32], out[32];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    const uint4 v = src[q];
-    in[4 * q] = v.x, in[4 * q + 1] = v.y, in[4 * q + 2] = v.z, in[4 * q + 3] = v.w;
-  }
-  // Word r holds real columns 2r, 2r + 1: t = r / 8, k16 step (r / 2) % 4,
-  // pair index r % 2 -> logical word 8 kk + t + 4 (r % 2) (mma_logical_col / 2).
-#pragma unroll
-  for (int r = 0; r < 32; ++r) out[mma_word_of(r)] = in[r];
-#pragma unroll
-  for (int c = 0; c < 8; ++c)
-    xs[(size_t(j) * 8 + c) * R + i] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+  uint32_t out[32];
+  dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK), out);
+  dev::store_row_tile_chunks(xs, j, R, i, out);
 }
 
 // W4A4: h quantize-dequantized per 32 along I in natural column order while

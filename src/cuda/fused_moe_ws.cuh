@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/tma_copy.cuh"
 #include "cuda/mxfp4_internal.h"
 
 namespace mx::cuda::ws {
@@ -81,15 +82,6 @@ __device__ __forceinline__ Item item_at(const MoeScratch& s, int item, int row_b
   return it;
 }
 
-__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int c0, int c1,
-                                       uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
 // The copy side of the ring of kS stages, run by one thread (the RS kernel:
 // thread 0 between its own MMAs; the SS kernel: dequant thread 0): a cursor
 // over the CTA's (item, K tile) sequence.
@@ -119,9 +111,9 @@ struct Producer {
     dev::mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
     dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
     const uint32_t sb = base + st * kStageBytes;
-    tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
-    tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
+    dev::tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
+    dev::tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
+    dev::tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
     if (++st == kS) st = 0, phase ^= 1;
     if (++j == p.K / kTileK) {
       j = 0;

@@ -363,6 +363,30 @@ __device__ __forceinline__ void strip_mma_ring(const uint8_t* __restrict__ codes
   }
 }
 
+// ---- Activations in the MMA's K order (the warp-specialized kernels' B) ----
+
+// The 64-wide K tile of one BF16 row (128 contiguous bytes at src) with its
+// words moved where the MMA reads them (host/mxfp4_bits.h, mma_word_of).
+__device__ __forceinline__ void load_row_tile_mma_order(const uint4* src, uint32_t (&out)[32]) {
+  uint32_t in[32];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uint4 v = src[q];
+    in[4 * q] = v.x, in[4 * q + 1] = v.y, in[4 * q + 2] = v.z, in[4 * q + 3] = v.w;
+  }
+#pragma unroll
+  for (int r = 0; r < 32; ++r) out[mma_word_of(r)] = in[r];
+}
+
+// Its 8 chunks of 16 bytes (8 K columns each) as row `row` of K tile `tile`
+// in the chunk layout [K tile][chunk][rows rows].
+__device__ __forceinline__ void store_row_tile_chunks(uint4* dst, size_t tile, size_t rows, size_t row,
+                                                      const uint32_t (&out)[32]) {
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    dst[(tile * 8 + c) * rows + row] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+}
+
 // ---- Bulk copies (cp.async.bulk completing on an mbarrier, sm_90) ----
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {

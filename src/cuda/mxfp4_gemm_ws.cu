@@ -45,6 +45,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/host/streamk_ranges.h"
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/tma_copy.cuh"
 #include "cuda/mxfp4_gemm_small_workspace.h"
 #include "cuda/mxfp4_gemm_ws.h"
 #include "cuda/per_device_once.h"
@@ -103,22 +104,8 @@ __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restri
   const int id = blockIdx.x * 256 + threadIdx.x, n = id % NT, j = id / NT;
   if (j >= K / kTileK) return;
   uint32_t out[32] = {};
-  if (n < M) {
-    const uint4* src = reinterpret_cast<const uint4*>(x + size_t(n) * K + size_t(j) * kTileK);
-    uint32_t in[32];
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const uint4 v = src[q];
-      in[4 * q] = v.x, in[4 * q + 1] = v.y, in[4 * q + 2] = v.z, in[4 * q + 3] = v.w;
-    }
-    // Word r holds real columns 2r, 2r + 1: lane t = r / 8, k16 step (r / 2) % 4,
-    // pair r % 2 -> logical word 8 kk + t + 4 (r % 2) (mma_logical_col / 2).
-#pragma unroll
-    for (int r = 0; r < 32; ++r) out[mma_word_of(r)] = in[r];
-  }
-#pragma unroll
-  for (int c = 0; c < 8; ++c)
-    xp[(size_t(j) * 8 + c) * NT + n] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+  if (n < M) dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(n) * K + size_t(j) * kTileK), out);
+  dev::store_row_tile_chunks(xp, j, NT, n, out);
 }
 
 // Kernel arguments. The weights are read through two 2-D tensor maps of
@@ -133,15 +120,6 @@ struct Params {
   int* counters;       // stream-K: [row block][warp] arrivals, zero between launches
   int M, N, K;
 };
-
-__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int c0, int c1,
-                                       uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
 
 // Hides how v was computed, so that ptxas keeps it in a register instead of
 // recomputing it (from the thread index) inside the K loop.
@@ -168,8 +146,8 @@ struct Filler {
   __device__ __forceinline__ void weights(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
     const uint32_t full = bars + 8 * slot, base = smem0 + slot * L::kStage;
     dev::mbar_arrive_expect_tx(full, L::kStageBytes);
-    tma_2d(base + L::kCodeOff, p.codes, j * kStageTiles * (kTileCodeBytes / 8), rb * L::kStrips, full);
-    tma_2d(base + L::kScaleOff, p.scales, j * kStageTiles * (kTileScaleBytes / 8), rb * L::kStrips, full);
+    dev::tma_2d(base + L::kCodeOff, p.codes, j * kStageTiles * (kTileCodeBytes / 8), rb * L::kStrips, full);
+    dev::tma_2d(base + L::kScaleOff, p.scales, j * kStageTiles * (kTileScaleBytes / 8), rb * L::kStrips, full);
   }
   __device__ __forceinline__ void acts(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
     dev::bulk_copy_g2s(smem0 + slot * L::kStage, p.xp + size_t(j) * kStageTiles * L::kXTile,

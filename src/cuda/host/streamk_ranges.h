@@ -14,11 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MX_HD __host__ __device__ __forceinline__
-#else
-#define MX_HD inline
-#endif
+#include "cuda/host/host_device.h"
 
 namespace mx::cuda {
 
