@@ -393,6 +393,8 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
   if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
     fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);
   if (config.ws_ctas < 0) fail_input("fused_moe_decode: ws_ctas must be >= 0, got {}", config.ws_ctas);
+  if (config.ws_dequant < 0 || config.ws_dequant > 3)
+    fail_input("fused_moe_decode: ws_dequant must be 0..3, got {}", config.ws_dequant);
 }
 
 }  // namespace

@@ -325,7 +325,7 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   // tokens 45.7 / 46.5 vs 57.0 / 64.9 us for kernel 1, 7168x18432 29.7 / 30.2
   // vs 33.0 / 33.9; -7..-11% in two earlier calls on the previous layout).
   // Expert-sized 4096x7168 measured slower (12.6 vs 11.3).
-  if (M > 8 && large && dense_pair_supported(w, strips >= 2048 ? 4 : 8)) {
+  if (M > 8 && M <= 16 && large && dense_pair_supported(w, strips >= 2048 ? 4 : 8)) {
     c.kernel = 9;
     c.k_slices = strips >= 2048 ? 4 : 8;
     return c;

@@ -438,6 +438,16 @@ void forced_kernel_cases(Harness& h) {
     h.out_.push_back(r);
   }
   opt.mxfp4_gemm_kernel = 0;
+  {
+    // Auto at 17..32 tokens on a large weight that neither wgmma kernel takes
+    // (K % 256 != 0): the strip kernel (the strip-pair kernel refuses > 16).
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    const int64_t M = 24, N = 8192, K = 8256;
+    LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
+    Tensor x = bf16_rounded(random_f32({M, K}));
+    h.check("linear", fmt::format("mxfp4 auto M{} N{} K{} (no wgmma kernel)", M, N, K), gpu.linear(gpu.to_device(x), lw),
+            h.cpu_.linear(x, lw), kBf16Output);
+  }
   const int64_t E = 16, H = 256, I = 128, k = 4;
   std::vector<ExpertWeights> mx = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, false);
   for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
