@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/fused_moe_decode.h"
 #include "cuda/moe_decode_common.cuh"
 #include "cuda/mxfp4_device.cuh"
@@ -216,9 +217,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 8)
 // The largest K-slice count (4, 2, 1) whose gate_up grid of `ctas` CTAs of 4
 // strips fits the resident warps of one wave.
 int wave_k_slices(long ctas) {
-  int device = 0, sms = 0;
-  MX_CUDA_CHECK(cudaGetDevice(&device));
-  MX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = sm_count();
   for (int ks = kMaxSlices; ks > 1; ks /= 2)
     if (ctas * kStripsPerCta * ks <= long(sms) * kWarpsPerSm) return ks;
   return 1;

@@ -37,6 +37,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/moe_tiles.cuh"
@@ -346,13 +347,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     }
   }
   if constexpr (kDefer != 0) pending.finish(p, 0);
-}
-
-int sm_count() {
-  int dev = 0, count = 0;
-  MX_CUDA_CHECK(cudaGetDevice(&dev));
-  MX_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-  return count;
 }
 
 // cuTensorMapEncodeTiled through the runtime's driver entry point (nothing

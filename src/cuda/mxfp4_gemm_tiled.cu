@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_tiled.cuh"
@@ -80,16 +81,6 @@ __global__ void __launch_bounds__(dev::kTiledThreads, 3)
       y[size_t(token) * N + size_t(blockIdx.x) * dev::kTiledRows + r] = dev::float_to_bf16_bits(sum);
   }
   cluster.sync();  // keep this CTA's partial alive until every rank has read it
-}
-
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    MX_CUDA_CHECK(cudaGetDevice(&dev));
-    MX_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
 }
 
 // Fewest K splits (1, 2, 4, 8) that give every SM at least one CTA, each CTA

@@ -43,6 +43,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/host/streamk_ranges.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/tma_copy.cuh"
@@ -442,13 +443,6 @@ CUtensorMap strip_map(const void* ptr, uint64_t row_bytes, uint64_t rows, uint32
   return map;
 }
 
-int sm_count() {
-  int dev = 0, count = 0;
-  MX_CUDA_CHECK(cudaGetDevice(&dev));
-  MX_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-  return count;
-}
-
 // How a pass runs: K splits (0 = stream-K), resident CTAs per SM, strips per
 // warp.
 struct Plan {
@@ -524,22 +518,19 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
 }
 
 // The compiled combinations: 3 CTAs per SM and 2 strips per warp up to 32
-// tokens (registers), not both.
+// tokens (registers), not both (launch_dense_ws refuses the others before
+// anything runs; choose_plan picks neither).
 template <bool kBig>
 void launch_plan(const Plan& plan, const Params& p, const uint16_t* x, const Scratch& scratch,
                  cudaStream_t stream) {
   const int s = plan.splits;
   if (plan.strips == 2) {
-    if (p.M > 32 || plan.ctas == 3)
-      fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp up to 32 tokens and 2 CTAs per SM, got {} / {}",
-                 p.M, plan.ctas);
     if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 2>(p, x, scratch, stream, s)
                                          : launch_pass<16, kBig, 2, 2>(p, x, scratch, stream, s);
     return plan.ctas == 1 ? launch_pass<32, kBig, 1, 2>(p, x, scratch, stream, s)
                           : launch_pass<32, kBig, 2, 2>(p, x, scratch, stream, s);
   }
   if (plan.ctas == 3) {
-    if (p.M > 32) fail_input("mxfp4_gemm: kernel 11 fits 3 CTAs per SM up to 32 tokens, got {}", p.M);
     if (p.M <= 16) return launch_pass<16, kBig, 3, 1>(p, x, scratch, stream, s);
     return launch_pass<32, kBig, 3, 1>(p, x, scratch, stream, s);
   }
