@@ -349,49 +349,16 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
   if constexpr (kDefer != 0) pending.finish(p, 0);
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (nothing
-// new to link); looked up once per process.
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult status;
-    MX_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                                   cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || !f)
-      fail_input("fused_moe_decode: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A 2-D map of 8-byte elements: `rows` rows of `row_bytes`, box of
-// box_cols elements x box_rows rows; out-of-range rows read as zeros.
-CUtensorMap map_2d(const void* ptr, uint64_t row_bytes, uint64_t rows, uint32_t box_cols,
-                   uint32_t box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {row_bytes / 8, rows};
-  const cuuint64_t strides[1] = {row_bytes};
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<void*>(ptr), dims,
-                                 strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    fail_input("fused_moe_decode: cuTensorMapEncodeTiled failed ({}) for {} rows of {} bytes", int(r),
-               rows, row_bytes);
-  return map;
-}
-
 // Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] and B
 // [K / 64 * 8 chunks][R rows x 16 bytes].
 void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int experts, const void* act) {
   const int KT = p.K / kTileK;
   const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
-  p.codes = map_2d(codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
-  p.scales = map_2d(scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
-  p.act128 = map_2d(act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * kTilePairs, 8);
-  p.act64 = map_2d(act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
+  constexpr const char* who = "fused_moe_decode";
+  p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
+  p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
+  p.act128 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * kTilePairs, 8);
+  p.act64 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>

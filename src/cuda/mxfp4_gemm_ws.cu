@@ -94,7 +94,6 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t addr, uint32_t chunk_bytes) 
          (uint64_t(128 >> 4) << 32);
 }
 
-
 // xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
 // row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
 // bytes in, its 32 words put in MMA order in registers, 8 x 16 bytes out.
@@ -135,7 +134,6 @@ __device__ __forceinline__ uint32_t opaque(uint32_t v) {
 struct Range {
   int u0, u1, stages;
 };
-
 
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
@@ -411,38 +409,6 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
   }
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (nothing
-// new to link); looked up once per process.
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult status;
-    MX_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                                   cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || !f)
-      fail_input("mxfp4_gemm: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// `rows` strips of `row_bytes` (8-byte elements), box of box_bytes x box_rows strips.
-CUtensorMap strip_map(const void* ptr, uint64_t row_bytes, uint64_t rows, uint32_t box_bytes, uint32_t box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {row_bytes / 8, rows};
-  const cuuint64_t strides[1] = {row_bytes};
-  const cuuint32_t box[2] = {box_bytes / 8, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<void*>(ptr), dims,
-                                 strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    fail_input("mxfp4_gemm: cuTensorMapEncodeTiled failed ({}) for {} strips of {} bytes", int(r), rows,
-               row_bytes);
-  return map;
-}
-
 // How a pass runs: K splits (0 = stream-K), resident CTAs per SM, strips per
 // warp.
 struct Plan {
@@ -577,10 +543,11 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     fail_input("mxfp4_gemm: kernel 11 fits 3 CTAs per SM up to 32 tokens, got {}", M);
   const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
   Params p;
-  p.codes = strip_map(w.codes, uint64_t(KT) * kTileCodeBytes, all_strips, kStageTiles * kTileCodeBytes,
-                      kWarps * strips);
-  p.scales = strip_map(w.scales, uint64_t(KT) * kTileScaleBytes, all_strips, kStageTiles * kTileScaleBytes,
-                       kWarps * strips);
+  // Rows = strips; a box = the CTA's strips x one stage of K tiles.
+  p.codes = tensor_map_2d("mxfp4_gemm", w.codes, uint64_t(KT) * kTileCodeBytes, all_strips,
+                          kStageTiles * kTileCodeBytes / 8, kWarps * strips);
+  p.scales = tensor_map_2d("mxfp4_gemm", w.scales, uint64_t(KT) * kTileScaleBytes, all_strips,
+                           kStageTiles * kTileScaleBytes / 8, kWarps * strips);
   // Scratch: the permuted x of one pass (64 token rows at most), then the
   // stream-K partials (at most 3 CTAs per SM).
   const int sms = sm_count();
