@@ -37,9 +37,9 @@ def test_decode_is_judged_on_the_graph_timing_of_the_automatic_choice(tmp_path):
         row("fused_moe", MOE, 1, 40.0, 44.0, "direct, registers, CUDA graph"),  # a forced variant: ignored
         row("fused_moe", MOE, 2, 120.0, 87.0, "auto, CUDA graph, mean of 8 steps"),  # 1.38x
     ])
-    assert "63.0 us = 1.43x floor" in line_of(out, "W4A16", "| 1 token") and "MISSED" in line_of(out, "| 1 token")
-    assert "MET" in line_of(out, "| 2 tokens")
-    assert "issue #8 targets: 1 of 2 met" in out
+    assert "63.0 us = 1.43x floor" in line_of(out, "MoE decode W4A16 | 1 token (") and "MISSED" in line_of(out, "MoE decode W4A16 | 1 token (")
+    assert "MET" in line_of(out, "MoE decode W4A16 | 2 tokens (")
+    assert "issue #8 targets: 1 of 28 met (26 not measured)" in out
 
 
 def test_dense_prefill_and_accuracy_targets(tmp_path):
@@ -50,12 +50,12 @@ def test_dense_prefill_and_accuracy_targets(tmp_path):
         row("gemm", "expert_down 7168x2048", 8, 9.0, 1.9),                     # not a target shape
         row("fused_moe", MOE, 8192, 15520.0, 5840.0, "auto, events, 372 TFLOP/s"),
     ])
-    assert "MET" in line_of(out, "36864x7168 M=1")
-    assert "1.70x floor" in line_of(out, "7168x18432 M=8") and "MISSED" in line_of(out, "7168x18432 M=8")
+    assert "MET" in line_of(out, "36864x7168 M=1 |")
+    assert "1.70x floor" in line_of(out, "7168x18432 M=8 |") and "MISSED" in line_of(out, "7168x18432 M=8 |")
     assert "2048" not in out.split("| dense W4A16")[-1].split("\n")[0]
     assert "372 TFLOP/s" in line_of(out, "MoE prefill W4A16") and "MISSED" in line_of(out, "MoE prefill W4A16")
     assert "max rel err 2.00e-02" in line_of(out, "W4A16 accuracy") and "MISSED" in line_of(out, "W4A16 accuracy")
-    assert "issue #8 targets: 1 of 4 met" in out
+    assert "issue #8 targets: 1 of 28 met (24 not measured)" in out
 
 
 def test_torch_peer_speedup_is_a_target_at_decode_sizes(tmp_path):
@@ -65,7 +65,7 @@ def test_torch_peer_speedup_is_a_target_at_decode_sizes(tmp_path):
     g = tmp_path / "rows.jsonl"
     g.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     r = subprocess.run([sys.executable, str(SCORECARD), str(g), str(f)], capture_output=True, text=True, timeout=60)
-    assert "3.77x faster" in line_of(r.stdout, "vs torch") and "MISSED" in line_of(r.stdout, "vs torch")
+    assert "3.77x faster" in line_of(r.stdout, "vs torch BF16 | 40 tokens") and "MISSED" in line_of(r.stdout, "vs torch BF16 | 40 tokens")
 
 
 def test_repeats_are_averaged_not_the_fastest_taken(tmp_path):
@@ -73,7 +73,7 @@ def test_repeats_are_averaged_not_the_fastest_taken(tmp_path):
         row("fused_moe", MOE, 1, 60.0, 44.0, "auto, CUDA graph, mean of 8 steps"),
         row("fused_moe", MOE, 1, 64.0, 44.0, "auto, again, CUDA graph, mean of 8 steps"),  # another repeat
     ])
-    assert "62.0 us = 1.41x floor" in line_of(out, "| 1 token") and "MISSED" in line_of(out, "| 1 token")
+    assert "62.0 us = 1.41x floor" in line_of(out, "MoE decode W4A16 | 1 token (") and "MISSED" in line_of(out, "MoE decode W4A16 | 1 token (")
 
 
 def test_prefill_repeats_are_judged_on_the_mean_time(tmp_path):
@@ -83,3 +83,16 @@ def test_prefill_repeats_are_judged_on_the_mean_time(tmp_path):
     ])
     line = line_of(out, "MoE prefill W4A16")
     assert "525 TFLOP/s (10.99 ms)" in line and "MISSED" in line, line
+
+
+def test_every_target_without_a_row_is_listed_as_not_measured(tmp_path):
+    # Only the dense part ran: the decode, peer, prefill and quantizer targets
+    # must still be listed (not silently dropped), and a dense M of the fixed
+    # list that the run did not time too.
+    out = run(tmp_path, [row("gemm", "dense_gate_up 36864x7168", m, 40.0, 33.0) for m in (1, 8, 12, 16, 32)])
+    assert "NOT MEASURED" in line_of(out, "36864x7168 M=64") and "no auto row" in line_of(out, "36864x7168 M=64")
+    assert "NOT MEASURED" in line_of(out, "W4A16 vs torch BF16", "| 40 tokens")
+    assert "NOT MEASURED" in line_of(out, "MoE prefill W4A4")
+    assert "NOT MEASURED" in line_of(out, "W4A4 quantizer")
+    assert sum("| NOT MEASURED |" in l for l in out.splitlines()) == 22
+    assert "issue #8 targets: 6 of 28 met (22 not measured)" in out
