@@ -26,9 +26,10 @@
 // and 16 (expert shapes, the big-scale path and two MLA projection shapes,
 // o_proj 7168x8192 and q_b_proj 12288x1536, at 1 and 16): the strip kernels
 // beside the balanced kernel (kernel 8) with each of its load batches,
-// from 9 tokens the strip-pair kernel (kernel 9), and the stream-K kernel
-// (kernel 10); first a read-only kernel over the two large weights' bytes
-// (the practical floor of one launch).
+// from 9 tokens the strip-pair kernel (kernel 9), the stream-K kernel
+// (kernel 10), the software-pipelined kernel 12 and, from 9 tokens, kernel 9's
+// loop on x in its B-fragment order (permuted_x_probe.h); first a read-only
+// kernel over the two large weights' bytes (the practical floor of one launch).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -52,6 +53,7 @@
 #include "device_buffer.h"
 #include "moe_weights.h"
 #include "bench_w4a4_fp8.h"
+#include "permuted_x_probe.h"
 
 namespace {
 
@@ -280,6 +282,12 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
           variants.insert(variants.end(), {{10, 0, 1, 3}, {10, 0, 1, 4}, {10, 0, 2, 2}});
         else if (N % 32 == 0)
           variants.insert(variants.end(), {{10, 0, 2, 1}, {10, 0, 2, 2}});
+        // Kernel 12 (software-pipelined loads): {12, K-slices (0 = kernel 9's rule), 0, tiles in flight}.
+        if (M <= 8)
+          variants.insert(variants.end(), {{12, 0, 0, 2}, {12, 0, 0, 3}});
+        else if (N % 32 == 0)
+          for (auto [ks, depth] : {std::pair{4, 2}, std::pair{4, 3}, std::pair{8, 2}, std::pair{8, 3}})
+            variants.push_back({12, ks, 0, depth});
       } else if (g_dense) {
         // --dense: the previous kernels of this token range beside the wgmma kernel.
         if (!big_scales) variants.push_back({M > 32 ? 3 : 1, 0, 0});
@@ -350,12 +358,47 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                    (batch ? " ctas/sm=" + std::to_string(batch) : std::string());
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
+        else if (kernel == 12)
+          r.note = "pipelined" + (kparam ? " ks=" + std::to_string(kparam) : std::string()) +
+                   " in-flight=" + std::to_string(batch);
         else if (kernel == 10)
           r.note = "streamk strips=" + std::to_string(cluster) + " batch=" + std::to_string(batch) +
                    (kparam ? " ctas/sm=" + std::to_string(kparam) : std::string());
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
+      // Probe (permuted_x_probe.h): kernel 9's loop on x in its B-fragment order.
+      if (g_dense_small && !a4 && !big_scales && M > 8 && N % 32 == 0)
+        for (int ks : {4, 8}) {
+          if (K < 64 * ks) continue;
+          DeviceBuffer<uint8_t> xp(permuted_x_bytes(K));
+          uint4* xq4 = reinterpret_cast<uint4*>(xp.p);
+          for (bool with_permute : {false, true}) {
+            CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
+            CK(cudaMemsetAsync(xp.p, 0xFF, xp.n, s));
+            permute_x_for_pairs(x.p, M, K, xq4, s);
+            pair_gemm_on_permuted_x(weight(0), xq4, M, y.p, ks, with_permute, s);
+            CK(cudaStreamSynchronize(s));
+            const ErrStats err = compare(y.download(), ref.download());
+            Row r;
+            r.us = median_us(
+                [&](int i) {
+                  if (with_permute) permute_x_for_pairs(x.p, M, K, xq4, s);
+                  pair_gemm_on_permuted_x(weight(i + 1), xq4, M, y.p, ks, with_permute, s);
+                },
+                200, s);
+            r.kernel = "gemm";
+            r.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
+            r.M = M;
+            r.mode = mode;
+            r.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
+            r.rel_err = err.rel;
+            r.nan_count = err.nan;
+            r.note = std::string(with_permute ? "probe permute+pair (PDL)" : "probe pair on pre-permuted x") +
+                     " ks=" + std::to_string(ks);
+            emit(r);
+          }
+        }
     }
   }
 }
@@ -760,12 +803,12 @@ void profile_moe_decode_run(cudaStream_t s) {
 }
 
 // --profile --dense-small: 7168 x 18432 at M = 1 and 16 and 36864 x 7168 at
-// M = 16, two launches each of the kernel auto chose before stream-K (8 at
-// M = 1, 9 at 16) and the stream-K kernel 10 (its own defaults), for
-// `ncu --clock-control none -k regex:dense`.
+// M = 16, two launches each of the pipelined kernel 12 (its own defaults;
+// session 7's ncu of kernels 8 and 9 is in bench/mxfp4/raw-dense-small-2026-12-01-s7/),
+// for `ncu --clock-control none -k regex:dense`.
 void profile_small_run(cudaStream_t s) {
-  profile_gemm({"dense_down", 7168, 18432}, {1, 16}, [](int M) { return std::vector<int>{M > 8 ? 9 : 8, 10}; }, s);
-  profile_gemm({"dense_gate_up", 36864, 7168}, {16}, [](int) { return std::vector<int>{9, 10}; }, s);
+  profile_gemm({"dense_down", 7168, 18432}, {1, 16}, [](int) { return std::vector<int>{12}; }, s);
+  profile_gemm({"dense_gate_up", 36864, 7168}, {16}, [](int) { return std::vector<int>{12}; }, s);
 }
 
 }  // namespace

@@ -362,7 +362,14 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.k_splits) c.k_splits = config.k_splits;
   if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
   if (config.strips_per_warp) c.strips_per_warp = config.strips_per_warp;
-  if (c.kernel < 1 || c.kernel > 11) fail_input("mxfp4_gemm: kernel must be 1..11, got {}", c.kernel);
+  if (c.kernel < 1 || c.kernel > 12) fail_input("mxfp4_gemm: kernel must be 1..12, got {}", c.kernel);
+  if (c.kernel == 12) {
+    if (M > 16) fail_input("mxfp4_gemm: the pipelined strip kernel takes 1..16 tokens, got {}", M);
+    if (M <= 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, /*pipelined=*/true);
+    // As kernel 9: 4 K-slices from 2048 strips, else 8.
+    const int ks = config.k_slices ? config.k_slices : w.rows / kStripRows >= 2048 ? 4 : 8;
+    return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles, /*pipelined=*/true);
+  }
   if (c.kernel == 10) {
     if (launch_dense_streamk(w, x, M, y, stream, c.strips_per_warp, c.batch_tiles, c.k_splits)) return;
     // Inside a capture before this stream's first eager stream-K launch: no

@@ -28,6 +28,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_balanced.h"
+#include "cuda/mxfp4_gemm_small16_pipe.cuh"
 
 namespace mx::cuda {
 
@@ -41,8 +42,11 @@ constexpr int kThreads = kWarps * 32;
 constexpr int entries(int nt) { return nt * 4 * 32; }  // one warp's accumulators
 
 // kU: 1 = strip_mma (kernel 1's loop), else strip_mma_batched with kU-tile
-// batches. kMinCtas > 1 caps the registers (3-tile batches at 64).
-template <int NT, bool kBig, int kU, int kMinCtas>
+// batches; kU = 0: the pipelined loop with kD tiles in flight through
+// per-warp cp.async rings in dynamic shared memory (kernel 12,
+// mxfp4_gemm_small16_pipe.cuh). kMinCtas > 1 caps the registers (3-tile
+// batches at 64).
+template <int NT, bool kBig, int kU, int kMinCtas, int kD = 0>
 __global__ void __launch_bounds__(kThreads, kMinCtas)
     dense_split_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
@@ -61,7 +65,12 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   }
   float acc[NT][4] = {};
   const size_t tile0 = size_t(strip) * KT;
-  if constexpr (kU == 1)
+  if constexpr (kD > 0) {
+    extern __shared__ uint4 dyn_smem[];
+    dev::pipe_mma<1, NT, kBig, kD>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
+                                   kt1, x, M, K, reinterpret_cast<float(&)[1][NT][4]>(acc),
+                                   reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::pipe_ring_bytes<1, NT, kD>());
+  } else if constexpr (kU == 1)
     dev::strip_mma<NT, kBig>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0,
                              kt1, rows, acc);
   else
@@ -95,12 +104,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   cluster.sync();  // keep this CTA's partials alive until the other rank has read them
 }
 
-template <int NT, bool kBig, int kU, int kMinCtas>
+template <int NT, bool kBig, int kU, int kMinCtas, int kD>
 void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                     cudaStream_t stream) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(w.rows / kStripRows * kCtas));
   cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kD > 0 ? kWarps * dev::pipe_ring_bytes<1, NT, kD>() : 0;  // < 48 KB
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -109,15 +119,15 @@ void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, dense_split_kernel<NT, kBig, kU, kMinCtas>, w.codes, w.scales,
+  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, dense_split_kernel<NT, kBig, kU, kMinCtas, kD>, w.codes, w.scales,
                                    x, M, int(w.rows), int(w.cols), y));
 }
 
-template <int NT, int kU, int kMinCtas>
+template <int NT, int kU, int kMinCtas, int kD = 0>
 void launch_scales(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                    cudaStream_t stream) {
-  if (w.big_scales) launch_variant<NT, true, kU, kMinCtas>(w, x, M, y, stream);
-  else launch_variant<NT, false, kU, kMinCtas>(w, x, M, y, stream);
+  if (w.big_scales) launch_variant<NT, true, kU, kMinCtas, kD>(w, x, M, y, stream);
+  else launch_variant<NT, false, kU, kMinCtas, kD>(w, x, M, y, stream);
 }
 
 }  // namespace
@@ -128,13 +138,21 @@ bool dense_balanced_supported(const Mxfp4DeviceWeight& w) {
 
 // Compiled: up to 8 tokens with 3-tile batches at <= 64 registers (8 CTAs of
 // 4 warps per SM) or 4-tile batches; 9..16 tokens with kernel 1's loop or
-// 3-tile batches.
+// 3-tile batches. Pipelined (kernel 12, up to 8 tokens): 2 or 3 tiles in
+// flight (7 CTAs per SM: 7168x18432's 896 CTAs in one wave; 27 KB of ring per
+// CTA at 3).
 void launch_dense_balanced(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                           cudaStream_t stream, int batch_tiles) {
+                           cudaStream_t stream, int batch_tiles, bool pipelined) {
   if (!dense_balanced_supported(w))
     fail_input("mxfp4_gemm: the balanced kernel needs K >= {}, got [{}, {}]", kCtas * kWarps * kTileK,
                w.rows, w.cols);
   if (M < 1 || M > 16) fail_input("mxfp4_gemm: the balanced kernel takes 1..16 tokens, got {}", M);
+  if (pipelined) {
+    const int d = batch_tiles ? batch_tiles : 2;
+    if (M <= 8 && d == 2) return launch_scales<1, 0, 7, 2>(w, x, M, y, stream);
+    if (M <= 8 && d == 3) return launch_scales<1, 0, 7, 3>(w, x, M, y, stream);
+    fail_input("mxfp4_gemm: no pipelined balanced kernel with {} tiles in flight at {} tokens", d, M);
+  }
   if (M <= 8) {
     const int b = batch_tiles ? batch_tiles : 3;
     if (b == 3) return launch_scales<1, 3, 8>(w, x, M, y, stream);

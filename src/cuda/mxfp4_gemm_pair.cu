@@ -19,6 +19,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_pair.h"
+#include "cuda/mxfp4_gemm_small16_pipe.cuh"
+#include "cuda/per_device_once.h"
 
 namespace mx::cuda {
 
@@ -86,13 +88,20 @@ __device__ __forceinline__ void pair_mma(const uint8_t* __restrict__ codes,
   }
 }
 
-template <int NT, bool kBig, int kKs, int kU>
+// kD = 0: pair_mma with kU-tile batches (kernel 9); kD > 0: the pipelined loop
+// with kD tiles in flight through per-warp cp.async rings in dynamic shared
+// memory (kernel 12, mxfp4_gemm_small16_pipe.cuh), which then hold the partial
+// sums.
+template <int NT, bool kBig, int kKs, int kU, int kD>
 __global__ void __launch_bounds__(kKs * 32)
     dense_pair_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
                       uint16_t* __restrict__ y) {
   constexpr int E = NT * 4 * 32;  // one strip's accumulators in a warp
-  __shared__ float part[kKs][kPair][E];
+  extern __shared__ uint4 dyn_smem[];
+  __shared__ float part_static[kD > 0 ? 1 : kKs][kPair][E];
+  using Part = float[kPair][E];
+  Part* part = kD > 0 ? reinterpret_cast<Part*>(dyn_smem) : part_static;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int KT = K / kTileK, strip0 = blockIdx.x * kPair;
   const int kt0 = warp * KT / kKs, kt1 = (warp + 1) * KT / kKs;
@@ -104,8 +113,15 @@ __global__ void __launch_bounds__(kKs * 32)
   }
   float acc[kPair][NT][4] = {};
   const size_t tile0 = size_t(strip0) * KT;
-  pair_mma<NT, kBig, kU>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
-                         kt1, rows, acc);
+  if constexpr (kD > 0) {
+    dev::pipe_mma<kPair, NT, kBig, kD>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT,
+                                       kt0, kt1, x, M, K, acc,
+                                       reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::pipe_ring_bytes<kPair, NT, kD>());
+    __syncthreads();  // every warp is done with its ring: it holds the partial sums now
+  } else {
+    pair_mma<NT, kBig, kU>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
+                           kt1, rows, acc);
+  }
 #pragma unroll
   for (int s = 0; s < kPair; ++s)
 #pragma unroll
@@ -125,14 +141,21 @@ __global__ void __launch_bounds__(kKs * 32)
   }
 }
 
-template <int kKs, int kU>
+template <int kKs, int kU, int kD = 0>
 void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                     cudaStream_t stream) {
   const unsigned grid = unsigned(w.rows / (kStripRows * kPair));
-  if (w.big_scales)
-    dense_pair_kernel<2, true, kKs, kU><<<grid, kKs * 32, 0, stream>>>(w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
-  else
-    dense_pair_kernel<2, false, kKs, kU><<<grid, kKs * 32, 0, stream>>>(w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
+  constexpr int kSmem = kD > 0 ? kKs * dev::pipe_ring_bytes<kPair, 2, kD>() : 0;
+  static_assert(kSmem == 0 || kSmem >= kKs * kPair * 2 * 4 * 32 * 4, "the ring holds the partial sums");
+  auto* kernel = w.big_scales ? dense_pair_kernel<2, true, kKs, kU, kD> : dense_pair_kernel<2, false, kKs, kU, kD>;
+  if constexpr (kSmem > 48 * 1024) {
+    static PerDeviceOnce smem_attribute;
+    smem_attribute([] {
+      for (auto* k : {dense_pair_kernel<2, true, kKs, kU, kD>, dense_pair_kernel<2, false, kKs, kU, kD>})
+        MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    });
+  }
+  kernel<<<grid, kKs * 32, kSmem, stream>>>(w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -143,14 +166,21 @@ bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices) {
 }
 
 // Compiled: 4 or 8 K-slice warps per pair, batches of 1 or 2 K tiles (2 or 4
-// weight tiles in flight per warp).
+// weight tiles in flight per warp); pipelined: 2 or 3 K tiles in flight.
 void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                       cudaStream_t stream, int k_slices, int batch_tiles) {
+                       cudaStream_t stream, int k_slices, int batch_tiles, bool pipelined) {
   const int ks = k_slices ? k_slices : 4, b = batch_tiles ? batch_tiles : 2;
   if (M < 9 || M > 16) fail_input("mxfp4_gemm: the strip-pair kernel takes 9..16 tokens, got {}", M);
   if (!dense_pair_supported(w, ks))
     fail_input("mxfp4_gemm: the strip-pair kernel needs N % 32 == 0 and K >= {}, got [{}, {}]",
                kTileK * ks, w.rows, w.cols);
+  if (pipelined) {
+    if (ks == 4 && b == 2) return launch_variant<4, 1, 2>(w, x, M, y, stream);
+    if (ks == 4 && b == 3) return launch_variant<4, 1, 3>(w, x, M, y, stream);
+    if (ks == 8 && b == 2) return launch_variant<8, 1, 2>(w, x, M, y, stream);
+    if (ks == 8 && b == 3) return launch_variant<8, 1, 3>(w, x, M, y, stream);
+    fail_input("mxfp4_gemm: no pipelined strip-pair kernel with {} K-slices and {} tiles in flight", ks, b);
+  }
   if (ks == 4 && b == 1) return launch_variant<4, 1>(w, x, M, y, stream);
   if (ks == 4 && b == 2) return launch_variant<4, 2>(w, x, M, y, stream);
   if (ks == 8 && b == 1) return launch_variant<8, 1>(w, x, M, y, stream);

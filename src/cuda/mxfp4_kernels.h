@@ -44,6 +44,10 @@ struct Mxfp4DeviceWeight {
 // rewritten into the MMA's layout in a per-stream scratch; stream-K over the
 // resident CTAs or K split over a cluster; N % 128 == 0, K % 128 == 0; auto
 // for 17..64 tokens on large weights, mxfp4_gemm_ws.cu).
+// 12 = kernel 8 (1..8 tokens) or kernel 9 (9..16 tokens, N % 32 == 0) with a
+// software-pipelined loop: each lane copies its operands of the K tile
+// batch_tiles ahead into a per-warp cp.async ring before a tile is computed
+// (mxfp4_gemm_small16_pipe.cuh).
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
 // split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
@@ -61,10 +65,12 @@ struct Mxfp4DeviceWeight {
 // stream-K only, up to 32 tokens, N % 256 == 0); all three 0 = chosen from the
 // shape (setting any of them forces the others' defaults: stream-K, 2 CTAs per
 // SM, one strip per warp).
+// Kernel 12: batch_tiles = K tiles in flight (2 or 3; 0 = 2); k_slices as
+// kernel 9 from 9 tokens.
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..11 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..12 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
   int batch_tiles = 0;     // kernels 8, 9, 10: weight tiles per load batch (0 = from the shape)
   int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)

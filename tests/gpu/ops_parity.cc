@@ -414,10 +414,11 @@ void forced_kernel_cases(Harness& h) {
   // kernel takes every M (it loops); kernel 6 only M <= 8 (refuses 12 and 64);
   // the balanced split 1..16 tokens (refuses 64); the strip pair 9..16 (refuses
   // 1 and 64); stream-K 1..16 (refuses 64); the ring kernel takes all three
-  // (N % 128, K % 128). Others are reported, not checked.
+  // (N % 128, K % 128); the pipelined strip kernel 1..16 (refuses 64). Others
+  // are reported, not checked.
   const std::map<std::string, int> expected_refusals = {
       {"strip", 0}, {"strip-batched-tight", 2}, {"strip-balanced", 1}, {"strip-pair", 2}, {"strip-streamk", 1},
-      {"wgmma-ring", 0}};
+      {"wgmma-ring", 0}, {"strip-pipelined", 1}};
   for (const std::string& name : mxfp4_gemm_kernel_names()) {
     if (name == "auto") continue;
     opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel(name);
