@@ -21,7 +21,7 @@
 // (W4A16; expert shapes and the big-scale path at 16 and 64): the previous
 // kernel for each M, the wgmma kernel (kernel 7, auto and 2 K splits) and the
 // ring kernel (kernel 11: stream-K with 1-3 CTAs per SM, two strips per warp,
-// K splits) beside auto.
+// K splits, a producer warp with 8 or 16 consumer warps) beside auto.
 // --dense-small: only the copy bandwidth and the dense shapes at M = 1, 8, 12
 // and 16 (expert shapes, the big-scale path and two MLA projection shapes,
 // o_proj 7168x8192 and q_b_proj 12288x1536, at 1 and 16): the strip kernels
@@ -263,6 +263,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       // kernel (kparam = K splits, 0 = auto).
       struct GemmVariant {
         int kernel, kparam, cluster, batch = 0;  // batch: GemmConfig::batch_tiles (kernels 8-10)
+        int ring = 0;                            // GemmConfig::ring_warps (kernel 11)
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
       if (g_dense_small) {
@@ -306,20 +307,24 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
           for (auto [splits, ctas] : {std::pair{1, 2}, std::pair{2, 1}, std::pair{2, 2}})
             variants.push_back({11, splits, 0, ctas});
         }
+        // A producer warp filling the ring: 8 consumer warps (2 CTAs per SM)
+        // or 16 (1 CTA per SM, each activation stage shared by 256 rows).
+        for (int ring : {8, 16})
+          if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring});
       } else if (!a4 && !big_scales) {
         if (M <= 16 && !g_decode) variants.insert(variants.end(), {{1, 16, 0}, {2, 0, 0}});
         else if (M <= 16) variants.push_back({1, 0, 0});
         else if (M > 16) variants.insert(variants.end(), {{1, 4, 0}, {3, 0, 0}, {3, 1, 0}, {3, 4, 0}});
       }
       if (!a4 && M <= 16 && !g_dense && !g_dense_small) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
-      for (auto [kernel, kparam, cluster, batch] : variants) {
+      for (auto [kernel, kparam, cluster, batch, ring] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
         cfg.batch_tiles = batch;
         if (kernel == 3 || kernel == 7 || kernel == 11) cfg.k_splits = kparam;
         else cfg.k_slices = kparam;
-        if (kernel == 11) cfg.strips_per_cta = cluster;
+        if (kernel == 11) cfg.strips_per_cta = cluster, cfg.ring_warps = ring;
         if (kernel == 4) cfg.k_splits = cluster;
         if (kernel == 10) cfg.k_slices = 0, cfg.k_splits = kparam, cfg.strips_per_warp = cluster;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
@@ -353,9 +358,10 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (kernel == 11)
           r.note = "ws ring" +
                    (kparam ? " splits=" + std::to_string(kparam)
-                           : std::string(cluster || batch ? " stream-K" : " auto plan")) +
+                           : std::string(cluster || batch || ring ? " stream-K" : " auto plan")) +
                    (cluster ? " strips/cta=" + std::to_string(cluster) : std::string()) +
-                   (batch ? " ctas/sm=" + std::to_string(batch) : std::string());
+                   (batch ? " ctas/sm=" + std::to_string(batch) : std::string()) +
+                   (ring ? " producer+" + std::to_string(ring) + " warps" : std::string());
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
         else if (kernel == 12)
@@ -722,6 +728,14 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
   }
 }
 
+// A profiled launch's settings: a kernel number alone, or a whole GemmConfig.
+GemmConfig as_config(int kernel) {
+  GemmConfig c;
+  c.kernel = kernel;
+  return c;
+}
+GemmConfig as_config(const GemmConfig& c) { return c; }
+
 // For the --profile runs: a random weight of `sh` in the kernel layout (codes
 // uniform, scale bytes in [118, 123]) and, at each M, fresh activations and
 // two launches of each of kernels(M), for a profiler to pick out.
@@ -740,12 +754,12 @@ void profile_gemm(const Shape& sh, std::initializer_list<int> Ms, Kernels kernel
   for (int M : Ms) {
     DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    for (int kernel : kernels(M)) {
-      GemmConfig cfg;
-      cfg.kernel = kernel;
+    for (const auto& k : kernels(M)) {
+      const GemmConfig cfg = as_config(k);
       for (int i = 0; i < 2; ++i) mxfp4_gemm(w, x.p, M, y.p, s, cfg);
       CK(cudaStreamSynchronize(s));
-      std::printf("profile: %s %dx%d M=%d kernel %d launched twice\n", sh.name, N, K, M, kernel);
+      std::printf("profile: %s %dx%d M=%d kernel %d%s launched twice\n", sh.name, N, K, M, cfg.kernel,
+                  cfg.ring_warps ? (" ring_warps " + std::to_string(cfg.ring_warps)).c_str() : "");
     }
   }
 }
@@ -759,11 +773,17 @@ void profile_run(cudaStream_t s) {
     profile_gemm(sh, {1}, [](int) { return std::vector<int>{1, 5, 4}; }, s);
 }
 
-// --profile --dense: 36864 x 7168 at M = 16, 32 and 64, two launches each of
-// the wgmma kernels (kernel 7 and the ring kernel 11, auto splits), for
-// `ncu --clock-control none -k regex:dense_ws` (or regex:dense).
+// --profile --dense: 36864 x 7168 and 7168 x 18432 at M = 32 and 64, two
+// launches each of the ring kernel 11 (auto plan, then a producer warp with 8
+// and with 16 consumer warps), for `ncu --clock-control none -k regex:dense_ws`.
 void profile_dense_run(cudaStream_t s) {
-  profile_gemm({"dense_gate_up", 36864, 7168}, {16, 32, 64}, [](int) { return std::vector<int>{7, 11}; }, s);
+  auto ring_variants = [](int) {
+    std::vector<GemmConfig> v(3);
+    for (int i = 0; i < 3; ++i) v[i].kernel = 11, v[i].ring_warps = 8 * i;
+    return v;
+  };
+  profile_gemm({"dense_gate_up", 36864, 7168}, {32, 64}, ring_variants, s);
+  profile_gemm({"dense_down", 7168, 18432}, {32, 64}, ring_variants, s);
 }
 
 // --profile --moe-decode: the fused MoE at 1 token (8 distinct experts), two

@@ -63,13 +63,15 @@ constexpr int kRows = kWarps * kStripRows;  // 128
 constexpr int kStageTiles = 2;              // K tiles per ring stage
 constexpr int kMaxTokens = 64;
 
-// Ring for kCtas resident CTAs per SM (1, 2 or 3), NT token rows and kSP
-// strips per warp (the CTA's row block is 128 kSP rows).
-template <int NT, int kCtas, int kSP>
+// Ring for kCtas resident CTAs per SM (1, 2 or 3), NT token rows, kSP
+// strips per warp and kW consumer warps (the CTA's row block is 16 kW kSP
+// rows). 16 consumer warps run one CTA per SM with the largest ring.
+template <int NT, int kCtas, int kSP, int kW = kWarps>
 struct Layout {
-  static constexpr int kStrips = kWarps * kSP;
+  static constexpr int kStrips = kW * kSP;
   static constexpr int kRowsCta = kStrips * kStripRows;
-  static constexpr int kRingBudget = kCtas == 1 ? 200 * 1024 : kCtas == 2 ? 104 * 1024 : 70 * 1024;
+  static constexpr int kRingBudget =
+      kCtas == 1 ? (kW == 16 ? 224 : 200) * 1024 : kCtas == 2 ? 104 * 1024 : 70 * 1024;
   static constexpr int kChunk = NT * 16;      // one 8-wide K chunk of NT rows
   static constexpr int kXTile = 8 * kChunk;   // B of one 64-wide K tile
   static constexpr int kCodes = kStageTiles * kTileCodeBytes;    // one strip's codes per stage
@@ -137,9 +139,9 @@ struct Range {
 
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
-template <int NT, int kCtas, int kSP>
+template <int NT, int kCtas, int kSP, int kW>
 struct Filler {
-  using L = Layout<NT, kCtas, kSP>;
+  using L = Layout<NT, kCtas, kSP, kW>;
   int rb, j, stages;  // next unit's row block and stage
 
   __device__ __forceinline__ void weights(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
@@ -157,14 +159,14 @@ struct Filler {
   }
 };
 
-// y rows of this warp's strips (m * 8 + warp of the row block) from its
+// y rows of this warp's strips (m * kW + warp of the row block) from its
 // accumulators (tokens < M).
-template <int NT, int kSP>
+template <int NT, int kSP, int kW>
 __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&acc)[kSP][NT / 2]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int m = 0; m < kSP; ++m) {
-    const size_t row = (size_t(rb) * kSP * kWarps + m * kWarps + warp) * kStripRows + g;
+    const size_t row = (size_t(rb) * kSP * kW + m * kW + warp) * kStripRows + g;
 #pragma unroll
     for (int i = 0; i < NT / 8; ++i)
 #pragma unroll
@@ -176,25 +178,26 @@ __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&a
 }
 
 // This lane's kSP x NT / 2 partial sums of one CTA's slot (0: its first row
-// block, 1: its last).
+// block, 1: its last); kW consumer warps per CTA.
+template <int kW>
 __device__ __forceinline__ float* partial_slot(const Params& p, int cta, int slot, int floats) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return p.partials + ((size_t(cta) * 2 + slot) * kWarps * 32 + warp * 32 + lane) * floats;
+  return p.partials + ((size_t(cta) * 2 + slot) * kW * 32 + warp * 32 + lane) * floats;
 }
 
 // Stream-K end of a row block's segment [seg0, seg1) of units: the whole row
 // block goes straight to y; a part is stored as this warp's FP32 partial and
 // the warp that completes the row block (the last of its CTAs to arrive, per
 // warp) adds the others' partials and writes y. Per warp: no CTA barrier.
-template <int NT, int kSP>
+template <int NT, int kSP, int kW>
 __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, int rb, int seg0, int seg1,
                                               float (&acc)[kSP][NT / 2]) {
   constexpr int kFloats = kSP * NT / 2;
-  const int S = r.stages, ctas = gridDim.x, units = (p.N / (kRows * kSP)) * S, cta = blockIdx.x;
-  if (seg1 - seg0 == S) return store_y<NT, kSP>(p, rb, acc);
+  const int S = r.stages, ctas = gridDim.x, units = (p.N / (kW * kStripRows * kSP)) * S, cta = blockIdx.x;
+  if (seg1 - seg0 == S) return store_y<NT, kSP, kW>(p, rb, acc);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int slot = streamk_slot(cta, rb, units, ctas, S);
-  float4* mine = reinterpret_cast<float4*>(partial_slot(p, cta, slot, kFloats));
+  float4* mine = reinterpret_cast<float4*>(partial_slot<kW>(p, cta, slot, kFloats));
 #pragma unroll
   for (int m = 0; m < kSP; ++m)
 #pragma unroll
@@ -205,7 +208,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   __syncwarp();
   const int c0 = streamk_cta_of(rb * S, units, ctas), c1 = streamk_cta_of((rb + 1) * S - 1, units, ctas);
   int arrived = 0;
-  if (lane == 0) arrived = atomicAdd(p.counters + rb * kWarps + warp, 1);
+  if (lane == 0) arrived = atomicAdd(p.counters + rb * kW + warp, 1);
   arrived = __shfl_sync(0xffffffffu, arrived, 0);
   if (arrived != c1 - c0) return;  // not the last of the row block's c1 - c0 + 1 segments
   __syncwarp();  // orders lane 0's atomic before every lane's reads (a shuffle does not)
@@ -213,7 +216,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   for (int c = c0; c <= c1; ++c) {
     if (c == cta) continue;
     const int other = streamk_slot(c, rb, units, ctas, S);
-    const float4* src = reinterpret_cast<const float4*>(partial_slot(p, c, other, kFloats));
+    const float4* src = reinterpret_cast<const float4*>(partial_slot<kW>(p, c, other, kFloats));
 #pragma unroll
     for (int m = 0; m < kSP; ++m)
 #pragma unroll
@@ -222,8 +225,8 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
         acc[m][4 * i] += v.x, acc[m][4 * i + 1] += v.y, acc[m][4 * i + 2] += v.z, acc[m][4 * i + 3] += v.w;
       }
   }
-  if (lane == 0) p.counters[rb * kWarps + warp] = 0;  // the next launch starts from zero
-  store_y<NT, kSP>(p, rb, acc);
+  if (lane == 0) p.counters[rb * kW + warp] = 0;  // the next launch starts from zero
+  store_y<NT, kSP, kW>(p, rb, acc);
 }
 
 // K splits: the cluster's CTAs sum their FP32 partial tiles through
@@ -257,12 +260,39 @@ __device__ __forceinline__ void cluster_epilogue(const Params& p, uint8_t* smem,
   cluster.sync();  // keep this CTA's partial alive until every rank has read it
 }
 
+// The producer warp's loop (lane 0): the first S stages (weights before the
+// wait for the permutation of x), then each later stage q into the slot of
+// stage q - S as soon as every consumer warp gave that slot back. Unlike
+// thread 0 of a consumer warp it waits for nothing but the ring, so the ring
+// runs S - 1 stages ahead of the slowest warp.
+template <int NT, int kCtas, int kSP, int kW>
+__device__ __forceinline__ void produce(const Params& p, Filler<NT, kCtas, kSP, kW> f, uint32_t smem0,
+                                        uint32_t bars, int n) {
+  constexpr int S = Layout<NT, kCtas, kSP, kW>::kStages;
+  Filler<NT, kCtas, kSP, kW> w = f;
+  for (int q = 0; q < min(S, n); ++q, w.next()) w.weights(p, smem0, bars, q);
+  dev::griddep_wait();
+  for (int q = 0; q < min(S, n); ++q, f.next()) f.acts(p, smem0, bars, q);
+  int slot = 0;
+  uint32_t parity = 0;
+  for (int q = S; q < n; ++q, f.next()) {
+    dev::mbar_wait_parity(bars + 8 * (S + slot), parity);
+    f.weights(p, smem0, bars, slot);
+    f.acts(p, smem0, bars, slot);
+    if (++slot == S) slot = 0, parity ^= 1;
+  }
+}
+
 // kStreamK: grid of resident CTAs, each an equal range of units (row blocks
 // cut anywhere, partials through Params::partials); else grid (row blocks,
-// K splits), clusters of the splits.
-template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP>
-__global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
-  using L = Layout<NT, kCtas, kSP>;
+// K splits), clusters of the splits. kW consumer warps; kProd: one more warp
+// fills the ring (stream-K, one strip per warp), else thread 0 refills it
+// between its own MMAs.
+template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP, int kW = kWarps, bool kProd = false>
+__global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
+  static_assert(!kProd || (kStreamK && kSP == 1), "the producer warp runs with stream-K, one strip per warp");
+  static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
+  using L = Layout<NT, kCtas, kSP, kW>;
   constexpr int S = L::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -280,24 +310,35 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
   const int n = r.u1 - r.u0;  // stages this CTA runs
   const uint32_t smem0 = dev::smem_addr(smem);
   const uint32_t bars = smem0 + L::kRing;  // full[S], then empty[S]
-  Filler<NT, kCtas, kSP> f;
+  Filler<NT, kCtas, kSP, kW> f;
   f.stages = r.stages;
   f.rb = r.u0 / r.stages;
   f.j = r.u0 % r.stages;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       dev::mbar_init(bars + 8 * s, 1);
-      dev::mbar_init(bars + 8 * (S + s), kWarps);
+      dev::mbar_init(bars + 8 * (S + s), kW);
     }
     dev::fence_mbar_init();
+  }
+  if constexpr (kProd) {
+    __syncthreads();  // the barriers are initialized
+    // The warp index broadcast from lane 0 tells ptxas the branch is
+    // warp-uniform; from `tid >> 5` it took the consumers' code after it for
+    // divergent and moved every wgmma descriptor through R2UR (16 per stage).
+    if (__shfl_sync(0xffffffffu, warp, 0) == kW) {
+      if (lane == 0) produce<NT, kCtas, kSP, kW>(p, f, smem0, bars, n);
+      return;
+    }
+  } else if (tid == 0) {
     // The weights do not depend on the previous launch (the permutation of
     // x): request the first stages' before waiting for it.
-    Filler<NT, kCtas, kSP> w = f;
+    Filler<NT, kCtas, kSP, kW> w = f;
     for (int q = 0; q < min(S, n); ++q, w.next()) w.weights(p, smem0, bars, q);
     dev::griddep_wait();
     for (int q = 0; q < min(S, n); ++q, f.next()) f.acts(p, smem0, bars, q);
   }
-  __syncthreads();
+  if (!kProd) __syncthreads();
 
   float acc[kSP][NT / 2];
   auto zero_accumulators = [&] {
@@ -327,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
     for (int u = 0; u < kStageTiles; ++u)
 #pragma unroll
       for (int m = 0; m < kSP; ++m) {
-        wv[u][m] = dev::lds128(wcode + off + m * kWarps * L::kCodes + u * kTileCodeBytes);
-        sc[u][m] = dev::lds_u16(wscale + off + m * kWarps * L::kScales + u * kTileScaleBytes);
+        wv[u][m] = dev::lds128(wcode + off + m * kW * L::kCodes + u * kTileCodeBytes);
+        sc[u][m] = dev::lds_u16(wscale + off + m * kW * L::kScales + u * kTileScaleBytes);
       }
 #pragma unroll
     for (int u = 0; u < kStageTiles; ++u)
@@ -351,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
         // refills the slot of stage q - 2 (every warp gave it back during
         // stage q - 1, so the wait is short).
         if (lane == 0) dev::mbar_arrive(bars + 8 * (S + (s == 0 ? S - 1 : s - 1)));
-        if (q >= 2) {
+        if (!kProd && q >= 2) {
           if (tid == 0 && q - 2 + S < n) {
             dev::mbar_wait_parity(bars + 8 * (S + rs), rph);
             f.weights(p, smem0, bars, rs);
@@ -377,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
       dev::wgmma_wait<0>();
 #pragma unroll
       for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
-      flush_segment<NT, kSP>(p, r, rb, seg0, seg1, acc);
+      flush_segment<NT, kSP, kW>(p, r, rb, seg0, seg1, acc);
     }
   } else if constexpr (kStreamK) {
     // Two strips per warp: the segment loop above makes ptxas serialize
@@ -391,7 +432,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
         dev::wgmma_wait<0>();
 #pragma unroll
         for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
-        flush_segment<NT, kSP>(p, r, rb, seg0, unit, acc);
+        flush_segment<NT, kSP, kW>(p, r, rb, seg0, unit, acc);
         zero_accumulators();
         ++rb;
         seg0 = unit;
@@ -404,15 +445,15 @@ __global__ void __launch_bounds__(kThreads, kCtas) dense_ws_kernel(const __grid_
 #pragma unroll
     for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
     const int rb = r.u0 / r.stages;
-    if (gridDim.y == 1) store_y<NT, kSP>(p, rb, acc);
+    if (gridDim.y == 1) store_y<NT, kSP, kW>(p, rb, acc);
     else cluster_epilogue<NT, kCtas, kSP>(p, smem, rb, acc);
   }
 }
 
 // How a pass runs: K splits (0 = stream-K), resident CTAs per SM, strips per
-// warp.
+// warp, consumer warps with a producer warp (0 = 8 warps, thread 0 refills).
 struct Plan {
-  int splits, ctas, strips;
+  int splits, ctas, strips, ring_warps = 0;
 };
 
 // H200, 2026-12-01 (bench/mxfp4/results-dense-wide-2026-12-01-s7.md, one
@@ -424,10 +465,10 @@ struct Plan {
 // 70.9 with 2): its 112 CTAs keep a deeper ring, and stream-K cuts each row
 // block into ~5 partial segments there.
 Plan choose_plan(int64_t blocks, int stages, int M, int sms) {
-  if (M <= 32 || blocks >= 2 * sms) return {0, 2, 1};
+  if (M <= 32 || blocks >= 2 * sms) return {0, 2, 1, 0};
   int splits = 1;
   while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
-  return {splits, 1, 1};
+  return {splits, 1, 1, 0};
 }
 
 // Where a pass's scratch lives: the permuted x, then the stream-K partials.
@@ -438,20 +479,25 @@ struct Scratch {
 };
 
 constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 2 + 255) / 256 * 256; }
-// Two slots per CTA, every thread its strips' accumulators (at most 32 floats).
+// Two slots per CTA, every consumer thread its strips' accumulators (at most
+// 32 floats); 3 CTAs of 8 consumer warps is the most per SM (16 warps: 1 CTA).
 constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * 2 * kThreads * 32 * 4; }
 
 // x permuted for NT token rows, then the GEMM launched with programmatic
 // dependent launch (its prologue overlaps the permutation). splits 0 =
-// stream-K over sm_count() * kCtas CTAs.
-template <int NT, bool kBig, int kCtas, int kSP>
+// stream-K over sm_count() * kCtas CTAs. kW consumer warps, kProd a producer
+// warp (stream-K only).
+template <int NT, bool kBig, int kCtas, int kSP, int kW = kWarps, bool kProd = false>
 void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream_t stream, int splits) {
-  using L = Layout<NT, kCtas, kSP>;
-  // Two strips per warp only with stream-K: with K splits ptxas serializes
-  // the wgmma of that loop (C7513), so those are not compiled.
-  auto* split_kernel = kSP == 1 ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
-  auto* kernel = splits ? split_kernel : dense_ws_kernel<NT, kBig, kCtas, true, kSP>;
-  if (!kernel) fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp with stream-K only (k_splits 0)");
+  using L = Layout<NT, kCtas, kSP, kW>;
+  // Two strips per warp and the producer warp only with stream-K: with K
+  // splits ptxas serializes the wgmma of the 2-strip loop (C7513), so those
+  // are not compiled.
+  auto* split_kernel = kSP == 1 && !kProd ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
+  auto* stream_kernel = dense_ws_kernel<NT, kBig, kCtas, true, kSP, kW, kProd>;
+  auto* kernel = splits ? split_kernel : stream_kernel;
+  if (!kernel)
+    fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp and the producer warp with stream-K only (k_splits 0)");
   const int threads = NT * (p.K / kTileK);
   permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
       x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
@@ -461,14 +507,14 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   p.counters = scratch.counters;
   static PerDeviceOnce smem_attribute;
   smem_attribute([&] {
-    for (auto* k : {split_kernel, dense_ws_kernel<NT, kBig, kCtas, true, kSP>})
+    for (auto* k : {split_kernel, stream_kernel})
       if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
   });
   cudaLaunchConfig_t cfg = {};
   const int blocks = p.N / L::kRowsCta;
   const int units = blocks * (p.K / kTileK / kStageTiles);
   cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(streamk_grid(sm_count() * kCtas, units)));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(unsigned((kW + kProd) * 32));
   cfg.dynamicSmemBytes = L::kSmem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
@@ -490,6 +536,17 @@ template <bool kBig>
 void launch_plan(const Plan& plan, const Params& p, const uint16_t* x, const Scratch& scratch,
                  cudaStream_t stream) {
   const int s = plan.splits;
+  // A producer warp: 8 consumer warps with 2 CTAs per SM, or 16 with 1.
+  if (plan.ring_warps == 16) {
+    if (p.M <= 16) return launch_pass<16, kBig, 1, 1, 16, true>(p, x, scratch, stream, s);
+    if (p.M <= 32) return launch_pass<32, kBig, 1, 1, 16, true>(p, x, scratch, stream, s);
+    return launch_pass<64, kBig, 1, 1, 16, true>(p, x, scratch, stream, s);
+  }
+  if (plan.ring_warps == 8) {
+    if (p.M <= 16) return launch_pass<16, kBig, 2, 1, 8, true>(p, x, scratch, stream, s);
+    if (p.M <= 32) return launch_pass<32, kBig, 2, 1, 8, true>(p, x, scratch, stream, s);
+    return launch_pass<64, kBig, 2, 1, 8, true>(p, x, scratch, stream, s);
+  }
   if (plan.strips == 2) {
     if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 2>(p, x, scratch, stream, s)
                                          : launch_pass<16, kBig, 2, 2>(p, x, scratch, stream, s);
@@ -515,7 +572,7 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
 }
 
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                     cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta) {
+                     cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps) {
   if (!dense_ws_supported(w))
     fail_input("mxfp4_gemm: kernel 11 needs N % {} == 0 and K % {} == 0, got [{}, {}]", kRows,
                kStageTiles * kTileK, w.rows, w.cols);
@@ -541,13 +598,22 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                "2 CTAs per SM, got k_splits {}, {} tokens, {} CTAs per SM", k_splits, M, ctas_per_sm);
   if (ctas_per_sm == 3 && first_pass > 32)
     fail_input("mxfp4_gemm: kernel 11 fits 3 CTAs per SM up to 32 tokens, got {}", M);
+  if (ring_warps != 0 && ring_warps != kWarps && ring_warps != 2 * kWarps)
+    fail_input("mxfp4_gemm: kernel 11 takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps, ring_warps);
+  if (ring_warps && (k_splits != 0 || ctas_per_sm != 0 || strips_per_cta != 0))
+    fail_input("mxfp4_gemm: kernel 11 with a producer warp (ring_warps {}) runs stream-K, one strip per warp, "
+               "its own CTAs per SM: k_splits, batch_tiles and strips_per_cta must be 0, got {}, {}, {}",
+               ring_warps, k_splits, ctas_per_sm, strips_per_cta);
+  if (ring_warps == 2 * kWarps && w.rows % (2 * kRows))
+    fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps needs N % {} == 0, got {}", 2 * kRows, w.rows);
   const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
   Params p;
   // Rows = strips; a box = the CTA's strips x one stage of K tiles.
+  const uint32_t cta_strips = ring_warps == 2 * kWarps ? 2 * kWarps : kWarps * strips;
   p.codes = tensor_map_2d("mxfp4_gemm", w.codes, uint64_t(KT) * kTileCodeBytes, all_strips,
-                          kStageTiles * kTileCodeBytes / 8, kWarps * strips);
+                          kStageTiles * kTileCodeBytes / 8, cta_strips);
   p.scales = tensor_map_2d("mxfp4_gemm", w.scales, uint64_t(KT) * kTileScaleBytes, all_strips,
-                           kStageTiles * kTileScaleBytes / 8, kWarps * strips);
+                           kStageTiles * kTileScaleBytes / 8, cta_strips);
   // Scratch: the permuted x of one pass (64 token rows at most), then the
   // stream-K partials (at most 3 CTAs per SM).
   const int sms = sm_count();
@@ -565,8 +631,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     p.y = y + size_t(m0) * w.rows;
     const uint16_t* xs = x + size_t(m0) * w.cols;
     // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
-    Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips};
-    if (!k_splits && !ctas_per_sm && !strips_per_cta) plan = choose_plan(blocks, stages, p.M, sms);
+    Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips, ring_warps};
+    if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_plan(blocks, stages, p.M, sms);
     if (w.big_scales) launch_plan<true>(plan, p, xs, scratch, stream);
     else launch_plan<false>(plan, p, xs, scratch, stream);
   }

@@ -17,13 +17,16 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w);
 // (one cluster) that split K, 1, 2, 4 or 8, or 0 = stream-K over the resident
 // CTAs; ctas_per_sm: resident CTAs per SM the ring is sized for, 1 (deeper
 // ring), 2 or 3 (up to 32 tokens); strips_per_cta: 8 (one per warp) or 16
-// (two per warp, N % 256 == 0, up to 32 tokens, at most 2 CTAs per SM); all
-// three 0 = chosen from the shape.
+// (two per warp, N % 256 == 0, up to 32 tokens, at most 2 CTAs per SM);
+// ring_warps: 8 (2 CTAs per SM) or 16 (1 CTA per SM, N % 256 == 0) consumer
+// warps of one strip each plus a producer warp that fills the ring, stream-K
+// (the other three 0), or 0 = thread 0 refills the ring; all four 0 = chosen
+// from the shape.
 // Each pass first writes x in the MMA's layout into the stream's scratch
 // (streamk_workspace). False, with nothing launched, when that scratch is
 // too small and cannot grow (the stream is being captured): the caller then
 // runs another kernel.
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                     cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta);
+                     cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps);
 
 }  // namespace mx::cuda

@@ -64,7 +64,10 @@ struct Mxfp4DeviceWeight {
 // or 3 up to 32 tokens); strips_per_cta 8 (one per warp) or 16 (two per warp:
 // stream-K only, up to 32 tokens, N % 256 == 0); all three 0 = chosen from the
 // shape (setting any of them forces the others' defaults: stream-K, 2 CTAs per
-// SM, one strip per warp).
+// SM, one strip per warp). ring_warps 8 or 16: that many consumer warps of one
+// strip plus a producer warp filling the ring (stream-K; 8: 2 CTAs per SM, 16:
+// 1 CTA per SM sharing each activation stage over 256 rows, N % 256 == 0); the
+// other three fields must then be 0.
 // Kernel 12: batch_tiles = K tiles in flight (2 or 3; 0 = 2); k_slices as
 // kernel 9 from 9 tokens.
 struct GemmConfig {
@@ -74,6 +77,7 @@ struct GemmConfig {
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
   int batch_tiles = 0;     // kernels 8, 9, 10: weight tiles per load batch (0 = from the shape)
   int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)
+  int ring_warps = 0;  // kernel 11: 8 or 16 consumer warps + a producer warp (0 = from the shape)
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
