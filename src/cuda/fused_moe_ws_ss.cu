@@ -6,11 +6,11 @@
 //     tiles from the TMA stage, dequantizes them in registers (the
 //     mma.m16n8k16 fragment, as the RS kernel does) and stores them with
 //     stmatrix into an A stage of shared memory in wgmma's no-swizzle
-//     K-major layout [8-wide K chunk][256 rows][16 bytes]; its thread 0 also
-//     runs the copy cursor (Producer), kLead tiles ahead;
+//     K-major layout [8-wide K chunk][256 rows][16 bytes];
 //   * the 2 MMA warpgroups issue SS wgmma (A and B from shared memory), one
 //     group of 2 x 4 m64n{64,128}k16 per K tile, one group in flight, and
-//     need registers only for the 128 accumulators.
+//     need registers only for the 128 accumulators. Thread 0 runs the copy
+//     cursor (Producer) kSsStages - 2 tiles ahead, as in the RS kernel.
 // Why: ncu on the RS kernel (2026-12-01, 8192 Kimi tokens) showed the tensor
 // pipe 54% active in gate_up with 0.46 of 2 warps eligible per scheduler and
 // "wait" (fixed-latency dependencies of the dequant) the top stall: the MMA
@@ -57,12 +57,20 @@ namespace {
 
 constexpr int kDequantThreads = 128;
 constexpr int kSsThreads = kThreads + kDequantThreads;  // 2 MMA warpgroups + 1 dequant
+// setmaxnreg moves registers within what the CTA got at launch (384 x 168 =
+// 64512), not the whole file: 2 x 128 x 200 + 128 x 112 = 65536 made the
+// MMA warps' setmaxnreg.inc wait forever (2026-12-01, the SS rows hung).
+constexpr int kDequantRegs = 104, kMmaRegs = 200;
+static_assert(2 * 128 * kMmaRegs + 128 * kDequantRegs <= kSsThreads * 168, "more registers than launched with");
 constexpr int kSsStages = 5;                            // TMA ring
 constexpr int kAStages = 2;                             // BF16 A ring
-// The cursor's lead over the dequant warps: tile j + kLead is issued once the
-// MMA warps released tile j + kLead - kSsStages = j - kAStages, the same
-// tile whose A stage the dequant warps wait for anyway.
-constexpr int kLead = kSsStages - kAStages;
+// The copy cursor runs on MMA thread 0, kLead tiles ahead of the tile being
+// consumed: issued right after the release of tile j - 1, tile j + kLead
+// needs the stage of j - 2, released a tile earlier, so thread 0 seldom
+// waits. (On dequant thread 0 it had to wait for the MMA warps' latest
+// release before each tile, and the dequant warps behind it: 2026-12-01,
+// 8192 Kimi tokens, 17.0-17.9 ms against 14.3-14.5 ms for the RS kernel.)
+constexpr int kLead = kSsStages - 2;
 constexpr int kAChunkBytes = kItemRows * 16;      // 8 K values of 256 rows: 4096
 constexpr int kAStageBytes = 8 * kAChunkBytes;    // one 64-wide K tile: 32768
 // down's deferred epilogue here: the first 8 of 32 steps (32 KB) staged.
@@ -155,7 +163,7 @@ struct Rings {
 
 // The dequant warpgroup: warp dw makes strips 4 dw .. 4 dw + 3 of every K
 // tile (m64 tile dw % 2 of MMA warpgroup dw / 2) over the CTA's items, in
-// the MMA warps' order. Thread 0 keeps the copy cursor kLead tiles ahead.
+// the MMA warps' order.
 // A tile is dequantized into registers (64) as soon as its codes land, and
 // only the stores wait for the A stage: from the MMA warps' release to the
 // next a_full is then 16 stmatrix, not the whole dequant.
@@ -165,18 +173,11 @@ __device__ __forceinline__ void dequant_tiles(const Params& p, const Rings& r, i
   // This lane's stmatrix row: matrix lane / 8 = (rows +8 if odd, chunk +1 if >= 2).
   const int mat = lane >> 3;
   const uint32_t lane_off = (mat >> 1) * kAChunkBytes + (dw * 64 + (mat & 1) * 8 + (lane & 7)) * 16;
-  Producer<kSsStages> prod;
-  if (tid == 0) {
-    prod.init(p, items, row_blocks);
-    for (int i = 0; i < kLead; ++i) prod.issue(p, r.base, r.bars, items, row_blocks);
-  }
   const int KT = p.K / kTileK;
   int st = 0, ast = 0;
   uint32_t phase = 0, aphase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x)
     for (int j = 0; j < KT; ++j) {
-      if (tid == 0) prod.issue(p, r.base, r.bars, items, row_blocks);
-      __syncwarp();
       dev::mbar_wait_parity(r.full(st), phase);
       const uint32_t sb = r.base + st * kStageBytes;
       uint4 wv[4];
@@ -211,8 +212,9 @@ __device__ __forceinline__ void dequant_tiles(const Params& p, const Rings& r, i
 // 64 ..) x B's first 64 NB pair rows, one wgmma group per K tile; the group
 // of tile j - 1 retired -> its TMA and A stages are given back.
 template <int NB, class Pending>
-__device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r, int wg, int& st,
-                                                uint32_t& phase, int& ast, uint32_t& aphase,
+__device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r, int wg, int items,
+                                                int row_blocks, int& st, uint32_t& phase, int& ast,
+                                                uint32_t& aphase, Producer<kSsStages>& prod,
                                                 Pending& pending, float (&acc)[2][64]) {
   const int lane = threadIdx.x & 31;
   const int KT = p.K / kTileK;
@@ -237,6 +239,8 @@ __device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r,
       dev::mbar_arrive(r.empty(prev));
       dev::mbar_arrive(r.a_empty(aprev, wg));
     }
+    if (threadIdx.x == 0) prod.issue(p, r.base, r.bars, items, row_blocks);
+    __syncwarp();  // the warp reconverges before the next aligned wgmma
     prev = st, aprev = ast;
     if (++st == kSsStages) st = 0, phase ^= 1;
     if (++ast == kAStages) ast = 0, aphase ^= 1;
@@ -279,11 +283,21 @@ __global__ void __launch_bounds__(kSsThreads, 1) moe_ws_ss_kernel(const __grid_c
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;
+  // Registers: 168 per thread at launch (384 threads); the dequant warps
+  // need ~100 (a tile's 64 A registers), the MMA warps 128 accumulators, the
+  // copy cursor and down's deferred adds (spills at 168).
   if (threadIdx.x >= kThreads) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kDequantRegs));
     dequant_tiles<kBig>(p, r, items, row_blocks);
     return;
   }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kMmaRegs));
   const int wg = threadIdx.x >> 7;
+  Producer<kSsStages> prod;
+  if (threadIdx.x == 0) {
+    prod.init(p, items, row_blocks);
+    for (int i = 0; i < kLead; ++i) prod.issue(p, r.base, r.bars, items, row_blocks);
+  }
   std::conditional_t<kDefer != 0, DeferredAdd<kDefer>, NoPending> pending;
   if constexpr (kDefer != 0) pending.slots = staging + threadIdx.x * 16;
   int st = 0, ast = 0;
@@ -295,8 +309,8 @@ __global__ void __launch_bounds__(kSsThreads, 1) moe_ws_ss_kernel(const __grid_c
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[m][i] = 0.f;
-    if (it.count > 64) consume_item_ss<2>(p, r, wg, st, phase, ast, aphase, pending, acc);
-    else consume_item_ss<1>(p, r, wg, st, phase, ast, aphase, pending, acc);
+    if (it.count > 64) consume_item_ss<2>(p, r, wg, items, row_blocks, st, phase, ast, aphase, prod, pending, acc);
+    else consume_item_ss<1>(p, r, wg, items, row_blocks, st, phase, ast, aphase, prod, pending, acc);
     if constexpr (kGateUp) {
       store_h(p, it, wg, staging + wg * kStagingBytes, acc);
     } else if constexpr (kDefer != 0) {
