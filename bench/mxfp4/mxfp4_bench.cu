@@ -53,6 +53,7 @@
 #include "device_buffer.h"
 #include "moe_weights.h"
 #include "bench_w4a4_fp8.h"
+#include "moe_phases.h"
 #include "permuted_x_probe.h"
 
 namespace {
@@ -505,6 +506,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       bool x_pre = false;  // W4A4: x quantized by the caller (MoeConfig::x_quantized), as CudaOps does
       int ws_ctas = 0;     // MoeConfig::ws_ctas (path 5)
       int ws_dequant = 0;  // MoeConfig::ws_dequant (path 5)
+      int ws_items = 0;    // MoeConfig::ws_gate_up_items (path 5)
     };
     std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
     // Decode variants with named fields (others append fields to Variant).
@@ -581,6 +583,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
                "warp-specialized, gate_up wait_group 2, down 3/4 deferred, 5 stages"}};
           Variant v{labels[depth - 1][down - 1], 5, 0, 0, 0, w4a4, down};
           v.ws_depth = depth;
+          v.ws_items = 1;  // the 256-row items these settings belong to
           variants.push_back(v);
         }
     // Path 5 with a dequant warpgroup feeding SS wgmma (MoeConfig::ws_dequant):
@@ -599,6 +602,22 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
             v.ws_dequant = dq;
             variants.push_back(v);
           }
+    // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
+    // auto, which takes the wide items from 160 pairs per expert.
+    if (T >= 2048)
+      for (bool w4a4 : {false, true}) {
+        Variant v{"warp-specialized, gate_up items 256 rows x 128 pairs (auto before 2026-12-01 s8)", 5, 0, 0, 0, w4a4};
+        v.ws_items = 1;
+        variants.push_back(v);
+      }
+    // Path 5's gate_up on items of 128 rows x up to 256 pairs (one per expert
+    // and row block at ~171 pairs per expert), beside auto.
+    if (T >= 512)
+      for (bool w4a4 : {false, true}) {
+        Variant v{"warp-specialized, gate_up items 128 rows x 256 pairs", 5, 0, 0, 0, w4a4};
+        v.ws_items = 2;
+        variants.push_back(v);
+      }
     // Path 5 on 3 persistent CTAs: each runs many items, so down's deferred adds
     // cross items and the last item's are flushed at the end (a correctness
     // row; one CTA per SM leaves ~1 item per CTA at small sizes).
@@ -609,6 +628,10 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
         variants.push_back(v);
         v.label = "warp-specialized, dequant warpgroup both GEMMs, 3 CTAs (many items each)";
         v.ws_dequant = 3;
+        variants.push_back(v);
+        v.label = "warp-specialized, gate_up items 128 rows x 256 pairs, 3 CTAs (many items each)";
+        v.ws_dequant = 0;
+        v.ws_items = 2;
         variants.push_back(v);
       }
     // Decode sizes: the auto and the previous rule once more at the end, so
@@ -637,6 +660,7 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       cfg.ws_gate_up_depth = v.ws_depth;
       cfg.ws_ctas = v.ws_ctas;
       cfg.ws_dequant = v.ws_dequant;
+      cfg.ws_gate_up_items = v.ws_items;
       MoeWeights wv = w;
       wv.w4a4 = v.w4a4;
       const std::vector<double>& rv = v.w4a4 ? ref4 : ref;
@@ -705,11 +729,14 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
         r.note += gd;
         r.rel_err = std::isfinite(grid_diff) ? std::max(r.rel_err, grid_diff) : 1.0;
       }
+      // Path 5 (forced, or auto from 2048 tokens): each phase of the call timed.
+      if (T >= 2048 && (v.path == 0 || v.path == 5) && v.ws_ctas == 0)
+        r.note += mxbench::moe_phase_note([&](int i) { step(i % sets); }, cfg, 10, s);
       emit(r);
       // Graph rows for auto and the bulk variants.
       // Prefill sizes: the warp-specialized path only (its host-side tensor maps
       // must be captured by value).
-      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 || v.ws_ctas != 0 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3 || v.label[0] == 'b')) continue;
+      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 || v.ws_ctas != 0 || v.ws_items == 1 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3 || v.label[0] == 'b')) continue;
       // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
       cudaGraph_t graph;
       cudaGraphExec_t exec;

@@ -395,6 +395,10 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
   if (config.ws_ctas < 0) fail_input("fused_moe_decode: ws_ctas must be >= 0, got {}", config.ws_ctas);
   if (config.ws_dequant < 0 || config.ws_dequant > 3)
     fail_input("fused_moe_decode: ws_dequant must be 0..3, got {}", config.ws_dequant);
+  if (config.ws_gate_up_items < 0 || config.ws_gate_up_items > 2 ||
+      (config.ws_gate_up_items == 2 && config.ws_dequant >= 2))
+    fail_input("fused_moe_decode: ws_gate_up_items must be 0..2 (2 with ws_dequant 0 or 1), got {}",
+               config.ws_gate_up_items);
 }
 
 }  // namespace
@@ -432,6 +436,10 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   // The wide direct kernels quantize x themselves (a quantizer launch that
   // gate_up overlaps through PDL) and h in gate_up's epilogue.
   const bool wide_direct = wide && path == kDirectPath;
+  // Path 5's phases (MoeConfig::phase_events): events 0 and 1 around the
+  // router (W4A4: and x's quantizer).
+  const bool phases = config.phase_events && path == kWsPath && !fp8;
+  if (phases) MX_CUDA_CHECK(cudaEventRecord(config.phase_events[0], stream));
   if (w.w4a4 && !fp8 && !config.x_quantized && !wide_direct) {  // gate_up reads the quantize-dequantized x on every path
     mxfp4_qdq_activations(x, s.xq, T, H, stream);
     x = s.xq;
@@ -441,6 +449,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
                                                   prefill_path);
     MX_CUDA_CHECK(cudaGetLastError());
   }
+  if (phases) MX_CUDA_CHECK(cudaEventRecord(config.phase_events[1], stream));
   if (fp8)
     return launch_moe_prefill_fp8(w, x, T, topk, topk_weights, out, s, stream, w4a4_mma == 2 ? 2 : 4);
   if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);

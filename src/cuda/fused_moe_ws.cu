@@ -74,6 +74,17 @@ constexpr int kAutoGateUpDepth = 2;
 // fragments (RS wgmma, this file); 2 = gate_up with a dequant warpgroup and
 // SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
 constexpr int kAutoDequant = 1;
+// MoeConfig::ws_gate_up_items when 0: 1 = 256 rows x up to 128 pairs (this
+// file); 2 = 128 rows x up to 256 pairs (fused_moe_ws_wide.cu) from 160 to
+// 256 pairs per expert on average, where the 128-pair tiles cut almost every
+// expert into a full and a partial tile. H200, 2026-12-01
+// (bench/mxfp4/results-prefill-2026-12-01-s8.md), 8192 Kimi tokens (171 pairs
+// per expert): gate_up 8.47 vs 8.64 ms and 8.57 vs 9.90 ms in two calls; 4096
+// tokens (85, one tile per expert either way, the wide items half as tall):
+// 6.64 vs 4.91 ms. Above 256 not measured: 1.
+int auto_gate_up_items(int pairs, int experts) {
+  return pairs >= 160 * experts && pairs <= 256 * experts ? 2 : 1;
+}
 // Ring depth; tiles are issued kStages - 2 ahead of the one being consumed.
 constexpr int kStages = 7;
 // down's deferred epilogue (kDefer): a thread's 128 results of one item are
@@ -387,6 +398,11 @@ void launch_down(const Params& p, int epilogue, int ctas, cudaStream_t stream) {
   else launch_ws<false, kBig, 0>(p, ctas, stream);
 }
 
+// MoeConfig::phase_events (the bench's per-phase timing): event i after launch i.
+void record_phase(const MoeConfig& config, int i, cudaStream_t stream) {
+  if (config.phase_events) MX_CUDA_CHECK(cudaEventRecord(config.phase_events[i], stream));
+}
+
 }  // namespace
 
 void check_moe_prefill_ws_shape(const MoeWeights& w) {
@@ -396,24 +412,54 @@ void check_moe_prefill_ws_shape(const MoeWeights& w) {
     fail_input("fused_moe_decode: the warp-specialized path takes up to {} experts", dev::kMoeMapThreads);
 }
 
+namespace {
+
+// Path 5's choices of one call, resolved from MoeConfig (0 = auto) and
+// checked before anything is launched.
+struct WsChoices {
+  int dequant, epilogue;
+  bool deep, wide_gate_up;
+};
+
+WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts) {
+  WsChoices c;
+  c.dequant = config.ws_dequant ? config.ws_dequant : kAutoDequant;
+  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3)
+    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3, got {}", config.ws_down_epilogue);
+  if (config.ws_gate_up_depth < 0 || config.ws_gate_up_depth > 2)
+    fail_input("fused_moe_decode: ws_gate_up_depth must be 0..2, got {}", config.ws_gate_up_depth);
+  if (c.dequant < 1 || c.dequant > 3)
+    fail_input("fused_moe_decode: ws_dequant must be 0..3, got {}", config.ws_dequant);
+  const int gate_up_items = config.ws_gate_up_items ? config.ws_gate_up_items
+                            : c.dequant >= 2         ? 1
+                                                     : auto_gate_up_items(pairs, experts);
+  if (gate_up_items < 1 || gate_up_items > 2 || (gate_up_items == 2 && c.dequant >= 2))
+    fail_input("fused_moe_decode: ws_gate_up_items must be 0..2 (2 with ws_dequant 0 or 1), got {}",
+               config.ws_gate_up_items);
+  c.wide_gate_up = gate_up_items == 2;
+  c.epilogue = config.ws_down_epilogue ? config.ws_down_epilogue : kAutoDownEpilogue;
+  c.deep = (config.ws_gate_up_depth ? config.ws_gate_up_depth : kAutoGateUpDepth) == 2;
+  return c;
+}
+
+// The tile map in tiles of up to 256 pairs per expert (wide items) or 128.
+void launch_tile_map(const MoeScratch& s, int E, bool wide, cudaStream_t stream) {
+  if (wide) dev::moe_tile_map_kernel<2 * kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
+  else dev::moe_tile_map_kernel<kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config) {
-  const int down_epilogue = config.ws_down_epilogue, gate_up_depth = config.ws_gate_up_depth;
-  const int dequant = config.ws_dequant ? config.ws_dequant : kAutoDequant;
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   check_moe_prefill_ws_shape(w);
-  if (down_epilogue < 0 || down_epilogue > 3)
-    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3, got {}", down_epilogue);
-  if (gate_up_depth < 0 || gate_up_depth > 2)
-    fail_input("fused_moe_decode: ws_gate_up_depth must be 0..2, got {}", gate_up_depth);
-  if (dequant < 1 || dequant > 3)
-    fail_input("fused_moe_decode: ws_dequant must be 0..3, got {}", config.ws_dequant);
-  const int epilogue = down_epilogue ? down_epilogue : kAutoDownEpilogue;
-  const bool deep = (gate_up_depth ? gate_up_depth : kAutoGateUpDepth) == 2;
+  const int R = T * topk;
+  const WsChoices c = resolve_ws_choices(config, R, E);
   // Persistent: one CTA per SM, each walking items blockIdx.x, + gridDim.x, ...
   const int ctas = config.ws_ctas > 0 ? config.ws_ctas : sm_count();
-  const int R = T * topk;
   uint4* xs = reinterpret_cast<uint4*>(xp);
   // Both GEMMs' tensor maps first: an encoding failure launches nothing, so
   // out and the workspace are left as they were.
@@ -432,22 +478,28 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   dn.N = H;
   dn.K = I;
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
-  dev::moe_tile_map_kernel<kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
-  MX_CUDA_CHECK(cudaGetLastError());
+  if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
+  launch_tile_map(s, E, c.wide_gate_up, stream);
+  record_phase(config, 2, stream);
   gather_pairs_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((H / kTileK + 7) / 8)), 256, 0, stream>>>(
       x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
-  if (dequant >= 2) launch_gate_up_ss(gu, w.big_scales, ctas, stream);
-  else if (w.big_scales) launch_gate_up<true>(gu, deep, ctas, stream);
-  else launch_gate_up<false>(gu, deep, ctas, stream);
+  record_phase(config, 3, stream);
+  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, ctas, stream);
+  else if (c.dequant >= 2) launch_gate_up_ss(gu, w.big_scales, ctas, stream);
+  else if (w.big_scales) launch_gate_up<true>(gu, c.deep, ctas, stream);
+  else launch_gate_up<false>(gu, c.deep, ctas, stream);
+  if (c.wide_gate_up) launch_tile_map(s, E, false, stream);  // down's 128-pair items
   if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
     qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
         reinterpret_cast<uint4*>(s.h), s, E, I, R);
     MX_CUDA_CHECK(cudaGetLastError());
   }
-  if (dequant == 3) launch_down_ss(dn, w.big_scales, epilogue, ctas, stream);
-  else if (w.big_scales) launch_down<true>(dn, epilogue, ctas, stream);
-  else launch_down<false>(dn, epilogue, ctas, stream);
+  record_phase(config, 4, stream);
+  if (c.dequant == 3) launch_down_ss(dn, w.big_scales, c.epilogue, ctas, stream);
+  else if (w.big_scales) launch_down<true>(dn, c.epilogue, ctas, stream);
+  else launch_down<false>(dn, c.epilogue, ctas, stream);
+  record_phase(config, 5, stream);
 }
 
 }  // namespace mx::cuda

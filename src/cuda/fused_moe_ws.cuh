@@ -68,6 +68,7 @@ struct Params {
   const float* weights;  // down: routing weight per pair
 };
 
+
 struct Item {
   int expert, start, count, rb;
 };
@@ -265,5 +266,11 @@ struct DeferredAdd {
 // no room for more).
 void launch_gate_up_ss(const Params& p, bool big, int ctas, cudaStream_t stream);
 void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cudaStream_t stream);
+
+// fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
+// pairs (MoeConfig::ws_gate_up_items 2; the tile map must be in 256-pair
+// tiles). wide_params: gate_up's Params with 8-strip weight boxes.
+Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts);
+void launch_gate_up_wide(const Params& p, bool big, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

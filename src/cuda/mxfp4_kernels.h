@@ -184,7 +184,18 @@ struct MoeConfig {
   // tiles to shared memory for SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 =
   // both GEMMs as 2; 0 = auto (docs/mxfp4-prefill.md).
   int ws_dequant = 0;
+  // Path 5, gate_up's work items: 1 = 256 weight rows x up to 128 pairs of one
+  // expert; 2 = 128 rows x up to 256 pairs (fused_moe_ws_wide.cu: one item
+  // per expert and row block at ~171 pairs per expert, weights dequantized
+  // once per call; ws_dequant 1 only); 0 = auto (docs/mxfp4-prefill.md).
+  int ws_gate_up_items = 0;
+  // Bench only, path 5: when set, kMoePhaseEvents events recorded on the
+  // stream between the call's launches (before the router; after the router,
+  // the tile map, the gather, gate_up (W4A4: with h's quantizer) and down), so
+  // that each phase of one call can be timed with cudaEventElapsedTime.
+  cudaEvent_t* phase_events = nullptr;
 };
+constexpr int kMoePhaseEvents = 6;
 
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
 // topk_weights: FP32 [T, topk]; workspace: fused_moe_workspace_bytes, 256-byte aligned.

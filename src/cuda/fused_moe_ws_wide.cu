@@ -1,0 +1,306 @@
+// gate_up of the warp-specialized MoE prefill (path 5) on wide items
+// (MoeConfig::ws_gate_up_items 2): work item = 128 weight rows (8 strips) x
+// one tile of up to 256 pairs of one expert, instead of 256 rows x up to 128
+// pairs (fused_moe_ws.cu).
+// Why: at 8192 Kimi tokens an expert has ~171 pairs (129..221), so the
+// 128-pair tiles cut it into a full item and a partial one of <= 64 pairs:
+// every weight tile was loaded and dequantized twice, and the partial item
+// dequantizes as much as a full one for half the MMAs. Here one item covers
+// the expert: each warp dequantizes one strip per K tile (16 registers) and
+// issues one wgmma group of m64 x n(R0 + R1 pairs) x k64 from those
+// registers, so the weights are loaded and dequantized once per call and the
+// tensor pipe gets 1.5-2x the MMAs per dequantized fragment. The padding is
+// the same as before (pairs rounded up to 64: ~12% at 8192 tokens). Cost: B
+// (the gathered x) is read by 32 row blocks per expert instead of 16 (from L2).
+//   * Stage = B in two boxes of up to 128 pair rows (the second may be 64 or
+//     absent; its own wgmma descriptors) + 8 strips' code and scale tiles.
+//     5 stages, the copy cursor on thread 0 three tiles ahead.
+//   * 2 warpgroups x 64 rows: warp w of warpgroup wg owns strip 4 wg + w.
+//   * Epilogue: h = SiLU(gate) * up of the item's 64 h columns (= one K tile
+//     of down's B) through one 32 KB staging area shared by both warpgroups
+//     (their columns interleave in every 8-wide chunk), then whole 16-byte
+//     rows into h's chunk layout.
+// down stays on the 256-row items of fused_moe_ws.cu (the caller rewrites
+// the tile map between the two GEMMs): the same wide items for down, with
+// FP32 atomics after each item (the deferred adds would need 128 KB of shared
+// memory for 128 results per thread), ran 7.23 vs 5.30 ms at 8192 Kimi tokens
+// (bench/mxfp4/results-prefill-2026-12-01-s8.md; the code is
+// raw-prefill-2026-12-01-s8/wide-down-measured-slower.patch).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/per_device_once.h"
+#include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_internal.h"
+#include "cuda/wgmma_rs.cuh"
+#include "cuda/fused_moe_ws.cuh"
+
+namespace mx::cuda::ws {
+
+namespace {
+
+constexpr int kWideStrips = 8;                          // 128 rows per item
+constexpr int kWidePairs = 2 * kTilePairs;              // 256
+constexpr int kHalfB = kActStage;                       // one box of 128 pair rows: 16 KB
+constexpr int kWideCodes = kWideStrips * kTileCodeBytes;    // 4096
+constexpr int kWideScales = kWideStrips * kTileScaleBytes;  // 256
+constexpr int kWideStageBytes = 2 * kHalfB + kWideCodes + kWideScales;  // 37120
+constexpr int kWideStages = 5;
+constexpr int kHChunk = kWidePairs * 16;  // staging: 8 chunks x 256 rows x 16 bytes
+constexpr int kWideSmem = kWideStages * kWideStageBytes + 8 * kHChunk + 2 * kWideStages * 8;
+static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
+
+struct WideItem {
+  int expert, start, count, rb;
+};
+
+__device__ __forceinline__ WideItem wide_item_at(const MoeScratch& s, int item, int row_blocks) {
+  WideItem it;
+  const int tile = item / row_blocks;
+  it.rb = item - tile * row_blocks;
+  it.expert = s.tile_expert[tile];
+  it.start = s.tile_start[tile];
+  it.count = min(kWidePairs, s.offsets[it.expert + 1] - it.start);
+  return it;
+}
+
+// B boxes of an item: the first 128 pair rows (a 64-row box if count <= 64)
+// and the rest rounded up to 64 rows: none, 64 or 128. (Rounding to 32
+// instead, n = 32 and 96 in the second box, 4% fewer MMAs at 8192 Kimi
+// tokens, made ptxas serialize the wgmmas (C7512) or spill: 6 item shapes
+// inlined in one kernel at 254 registers; not run.)
+__device__ __forceinline__ int rows_first(int count) { return count > 64 ? 128 : 64; }
+__device__ __forceinline__ int rows_second(int count) {
+  return count > kTilePairs ? (count - kTilePairs + 63) / 64 * 64 : 0;
+}
+__device__ __forceinline__ const CUtensorMap& act_map(const Params& p, int rows) {
+  return rows == 128 ? p.act128 : p.act64;
+}
+
+// K-major no-swizzle descriptor of a box of kRows pair rows (chunk stride kRows x 16 bytes).
+template <int kRows>
+__device__ __forceinline__ uint64_t b_desc_rows(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(kRows * 16 >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+}
+
+// acc[0 .. kRows / 2) += A x B, m64 n(kRows) k16.
+template <int kRows, int N>
+__device__ __forceinline__ void wgmma_rows(float (&acc)[N], const uint32_t (&a)[4], uint64_t desc) {
+  dev::wgmma_rs_bf16<kRows / 64>(acc, a, desc);
+}
+
+// The copy cursor over the CTA's (item, K tile) sequence (as Producer in
+// fused_moe_ws.cuh, with the wide stage layout), kS stages.
+template <int kS>
+struct WideProducer {
+  int item, j, st, strip0, start, rows0, rows1;
+  uint32_t phase;
+
+  __device__ __forceinline__ void start_item(const Params& p, int row_blocks) {
+    const WideItem it = wide_item_at(p.s, item, row_blocks);
+    strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
+    start = it.start;
+    rows0 = rows_first(it.count);
+    rows1 = rows_second(it.count);
+  }
+
+  __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
+    item = blockIdx.x, j = 0, st = 0, phase = 0;
+    if (item < items) start_item(p, row_blocks);
+  }
+
+  __device__ __forceinline__ void issue(const Params& p, uint32_t base, uint32_t bars, int items,
+                                        int row_blocks) {
+    if (item >= items) return;
+    const uint32_t full = bars + 8 * st;
+    dev::mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
+    dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + (rows0 + rows1) * 8 * 16);
+    const uint32_t sb = base + st * kWideStageBytes;
+    dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
+    dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
+    dev::tma_2d(sb, act_map(p, rows0), start * 2, j * 8, full);
+    if (rows1) dev::tma_2d(sb + kHalfB, act_map(p, rows1), (start + kTilePairs) * 2, j * 8, full);
+    if (++st == kS) st = 0, phase ^= 1;
+    if (++j == p.K / kTileK) {
+      j = 0;
+      item += gridDim.x;
+      if (item < items) start_item(p, row_blocks);
+    }
+  }
+};
+
+// K loop of one item for one warp: acc0 (pairs 0..127) and acc1 (128..255)
+// += strip (4 wg + w) x B. One wgmma group per K tile, dequantized while the
+// previous one runs (wait_group 1, 2 A buffers); the stage of tile j - 1 is
+// given back once its group retired.
+template <int kS, int R0, int R1, bool kBig, int N0, int N1>
+__device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip,
+                                             int items, int row_blocks, int& st, uint32_t& phase,
+                                             WideProducer<kS>& prod, float (&acc0)[N0], float (&acc1)[N1]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int KT = p.K / kTileK;
+  uint32_t a[2][4][4];
+  int prev = -1;
+  // Two K tiles per turn, so that the buffer indices are constants (KT is even:
+  // K % 256 == 0, check_moe_prefill_ws_shape).
+  for (int j0 = 0; j0 < KT; j0 += 2) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      dev::mbar_wait_parity(bars + 8 * st, phase);
+      const uint32_t sb = base + st * kWideStageBytes;
+      const uint4 wv = dev::lds128(sb + 2 * kHalfB + strip * kTileCodeBytes + lane * 16);
+      const uint32_t sc = dev::lds_u16(sb + 2 * kHalfB + kWideCodes + strip * kTileScaleBytes + (t >> 1) * 16 + 2 * g);
+      const dev::ScaleMul mul = dev::scale_multipliers<kBig>(sc);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) dev::dequant_fragment<kBig>(dev::word_of(wv, kk), mul, a[u][kk]);
+      dev::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_rows<R0>(acc0, a[u][kk], b_desc_rows<R0>(sb + kk * R0 * 32));
+      if constexpr (R1 > 0) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_rows<R1>(acc1, a[u][kk], b_desc_rows<R1>(sb + kHalfB + kk * R1 * 32));
+      }
+      dev::wgmma_commit();
+      dev::wgmma_wait<1>();
+      // Group j - 1 retired: its A buffer and its stage are free.
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[u ^ 1][kk][r])::"memory");
+      if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
+      if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
+      __syncwarp();  // the warp reconverges before the next aligned wgmma
+      prev = st;
+      if (++st == kS) st = 0, phase ^= 1;
+    }
+  }
+  dev::wgmma_wait<0>();
+  dev::fence_accumulators(acc0);
+  dev::fence_accumulators(acc1);
+  if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
+}
+
+// h = SiLU(gate) * up of the item's 8 strips (h's K tile rb) into the shared
+// staging area in the chunk layout, then to h as whole 16-byte rows. Both
+// warpgroups write every chunk, so the barriers span the CTA.
+template <int kRows, int N>
+__device__ __forceinline__ void stage_h(uint32_t staging, int col_base, int pair0, int w, const float (&acc)[N]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lc = mma_logical_col(col_base + w * 8 + g);
+  const uint32_t col = staging + (lc >> 3) * kHChunk + (lc & 7) * 2;
+#pragma unroll
+  for (int nb = 0; nb < kRows / 8; ++nb)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float gate = acc[4 * nb + j], up = acc[4 * nb + 2 + j];
+      const float silu = gate / (1.f + __expf(-gate));
+      sts16(col + (pair0 + nb * 8 + 2 * t + j) * 16, dev::float_to_bf16_bits(silu * up));
+    }
+}
+
+template <int R0, int R1, int N0, int N1>
+__device__ __forceinline__ void store_h_wide(const Params& p, const WideItem& it, uint32_t staging,
+                                             const float (&acc0)[N0], const float (&acc1)[N1]) {
+  const int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
+  named_barrier(1, kThreads);  // the previous item's copy-out has read the staging area
+  stage_h<R0>(staging, wg * 32, 0, w, acc0);
+  if constexpr (R1 > 0) stage_h<R1>(staging, wg * 32, kTilePairs, w, acc1);
+  named_barrier(1, kThreads);
+  for (int q = threadIdx.x; q < 8 * it.count; q += kThreads) {
+    const int c = q / it.count, n = q - c * it.count;
+    p.h[(size_t(it.rb) * 8 + c) * p.R + it.start + n] = dev::lds128(staging + c * kHChunk + n * 16);
+  }
+}
+
+template <int R0, int R1, bool kBig, int kS>
+__device__ __forceinline__ void run_item(const Params& p, const WideItem& it, uint32_t base, uint32_t bars,
+                                         uint32_t staging, int items, int row_blocks, int& st,
+                                         uint32_t& phase, WideProducer<kS>& prod) {
+  const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
+  // Accumulators sized to the item's boxes (an unused tail of a 64-float
+  // array made ptxas serialize the wgmmas: C7512).
+  float acc0[R0 / 2], acc1[R1 > 0 ? R1 / 2 : 1];
+#pragma unroll
+  for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
+  consume_wide<kS, R0, R1, kBig>(p, base, bars, strip, items, row_blocks, st, phase, prod, acc0, acc1);
+  store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
+}
+
+template <bool kBig>
+__global__ void __launch_bounds__(kThreads, 1) moe_ws_wide_gate_up_kernel(const __grid_constant__ Params p) {
+  constexpr int kS = kWideStages;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const uint32_t base = dev::smem_addr(smem);
+  const uint32_t staging = base + kS * kWideStageBytes;
+  const uint32_t bars = staging + 8 * kHChunk;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kS; ++st) {
+      dev::mbar_init(bars + 8 * st, 1);
+      dev::mbar_init(bars + 8 * (kS + st), kConsumerWarps);
+    }
+    dev::fence_mbar_init();
+  }
+  {  // zero out for down's atomics (stream order makes it safe)
+    float4* o = reinterpret_cast<float4*>(p.out);
+    const int64_t stride = int64_t(gridDim.x) * kThreads;
+    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.out_vec4; i += stride)
+      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  __syncthreads();
+  const int row_blocks = p.N / (kWideStrips * kStripRows);
+  const int items = *p.s.num_tiles * row_blocks;
+  WideProducer<kS> prod;
+  if (threadIdx.x == 0) {
+    prod.init(p, items, row_blocks);
+    for (int i = 0; i < kS - 2; ++i) prod.issue(p, base, bars, items, row_blocks);
+  }
+  int st = 0;
+  uint32_t phase = 0;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const WideItem it = wide_item_at(p.s, item, row_blocks);
+    const int rows1 = rows_second(it.count);
+#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig>(p, it, base, bars, staging, items, row_blocks, st, phase, prod)
+    if (rows1 == 128) MX_WIDE_ITEM(128, 128);
+    else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
+    else if (it.count > 64) MX_WIDE_ITEM(128, 0);
+    else MX_WIDE_ITEM(64, 0);
+#undef MX_WIDE_ITEM
+  }
+}
+
+template <bool kBig>
+void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
+  static PerDeviceOnce smem_attributes;
+  smem_attributes([] {
+    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_wide_gate_up_kernel<kBig>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
+  });
+  moe_ws_wide_gate_up_kernel<kBig><<<unsigned(ctas), kThreads, kWideSmem, stream>>>(p);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts) {
+  Params p = gemm;
+  const int KT = p.K / kTileK;
+  const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
+  constexpr const char* who = "fused_moe_decode";
+  p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kWideStrips);
+  p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kWideStrips);
+  return p;
+}
+
+void launch_gate_up_wide(const Params& p, bool big, int ctas, cudaStream_t stream) {
+  if (big) launch_wide<true>(p, ctas, stream);
+  else launch_wide<false>(p, ctas, stream);
+}
+
+}  // namespace mx::cuda::ws
