@@ -471,11 +471,13 @@ Plan choose_plan(int64_t blocks, int stages, int M, int sms) {
   return {splits, 1, 1, 0};
 }
 
-// Where a pass's scratch lives: the permuted x, then the stream-K partials.
+// Where a pass's scratch lives: the permuted x, then the stream-K partials;
+// and the strips per CTA that Params' tensor maps were encoded for.
 struct Scratch {
   uint8_t* xp;
   float* partials;
   int* counters;
+  int box_strips;
 };
 
 constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 2 + 255) / 256 * 256; }
@@ -498,6 +500,11 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   auto* kernel = splits ? split_kernel : stream_kernel;
   if (!kernel)
     fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp and the producer warp with stream-K only (k_splits 0)");
+  // A box smaller than the kernel's stage would leave its barriers waiting
+  // for bytes that never come.
+  if (scratch.box_strips != L::kStrips)
+    fail_input("mxfp4_gemm: kernel 11's weight maps hold {} strips per CTA, the kernel reads {}", scratch.box_strips,
+               L::kStrips);
   const int threads = NT * (p.K / kTileK);
   permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
       x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
@@ -608,19 +615,26 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps needs N % {} == 0, got {}", 2 * kRows, w.rows);
   const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
   Params p;
-  // Rows = strips; a box = the CTA's strips x one stage of K tiles.
-  const uint32_t cta_strips = ring_warps == 2 * kWarps ? 2 * kWarps : kWarps * strips;
-  p.codes = tensor_map_2d("mxfp4_gemm", w.codes, uint64_t(KT) * kTileCodeBytes, all_strips,
-                          kStageTiles * kTileCodeBytes / 8, cta_strips);
-  p.scales = tensor_map_2d("mxfp4_gemm", w.scales, uint64_t(KT) * kTileScaleBytes, all_strips,
-                           kStageTiles * kTileScaleBytes / 8, cta_strips);
+  // Rows = strips; a box = the CTA's strips x one stage of K tiles, encoded
+  // for the plan that launches: a kernel whose box is smaller than its stage
+  // waits forever on the stage's byte count.
+  Scratch scratch;
+  scratch.box_strips = 0;
+  auto encode_maps = [&](const Plan& plan) {
+    const int cta_strips = plan.ring_warps ? plan.ring_warps : kWarps * plan.strips;
+    if (cta_strips == scratch.box_strips) return;
+    p.codes = tensor_map_2d("mxfp4_gemm", w.codes, uint64_t(KT) * kTileCodeBytes, all_strips,
+                            kStageTiles * kTileCodeBytes / 8, cta_strips);
+    p.scales = tensor_map_2d("mxfp4_gemm", w.scales, uint64_t(KT) * kTileScaleBytes, all_strips,
+                             kStageTiles * kTileScaleBytes / 8, cta_strips);
+    scratch.box_strips = cta_strips;
+  };
   // Scratch: the permuted x of one pass (64 token rows at most), then the
   // stream-K partials (at most 3 CTAs per SM).
   const int sms = sm_count();
   const int64_t blocks = w.rows / kRows;
   StreamKWorkspace ws;
   if (!streamk_workspace(stream, xp_bytes(w.cols) + partial_bytes(3 * sms), blocks * kWarps, ws)) return false;
-  Scratch scratch;
   scratch.xp = reinterpret_cast<uint8_t*>(ws.partials);
   scratch.partials = reinterpret_cast<float*>(scratch.xp + xp_bytes(w.cols));
   scratch.counters = ws.counters;
@@ -633,6 +647,7 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
     Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips, ring_warps};
     if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_plan(blocks, stages, p.M, sms);
+    encode_maps(plan);
     if (w.big_scales) launch_plan<true>(plan, p, xs, scratch, stream);
     else launch_plan<false>(plan, p, xs, scratch, stream);
   }
