@@ -45,7 +45,7 @@ step() {  # name, seconds limit, command...
   tail -25 "$out/$name.log"
   summary+=("$(printf '%-18s %-6s %5ss' "$name" "$([[ $rc == 0 ]] && echo PASS || echo "FAIL($rc)")" $((SECONDS - t0)))")
 }
-step ops_parity 240 ops_parity --golden tests/golden
+step ops_parity 150 ops_parity --golden tests/golden
 step attention_parity 180 attention_parity
 step sampler_parity 120 sampler_parity
 e2e_args=()

@@ -33,7 +33,7 @@ parts=(checks decode dense dense-small)
 [[ $prefill == 1 ]] && parts+=(moe-prefill)
 for part in "${parts[@]}"; do
   echo "=== mxfp4_bench --$part"
-  if ! timeout 300 "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1; then
+  if ! timeout 200 "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1; then
     echo "BENCH --$part FAILED: see $part.log"; tail -5 "$out/$part.log"; failed=1
   fi
   grep -c '"kernel"' "$out/$part.jsonl" 2>/dev/null | sed 's/^/rows: /'

@@ -465,7 +465,11 @@ struct Plan {
 // 70.9 with 2): its 112 CTAs keep a deeper ring, and stream-K cuts each row
 // block into ~5 partial segments there.
 Plan choose_plan(int64_t blocks, int stages, int M, int sms) {
-  if (M <= 32 || blocks >= 2 * sms) return {0, 2, 1, 0};
+  // Session 8 (bench/mxfp4/results-dense-wide-2026-12-01-s8.md, one call): a
+  // producer warp wherever stream-K runs: 16 consumer warps (1 CTA per SM)
+  // with at least one 256-row block per SM (36864x7168 at 32 / 64 tokens 58.7 /
+  // 81.0 us vs 65.4 / 88.9), else 8 (7168x18432 at 32 tokens 39.7 vs 42.4).
+  if (M <= 32 || blocks >= 2 * sms) return {0, 2, 1, blocks % 2 == 0 && blocks / 2 >= sms ? 16 : 8};
   int splits = 1;
   while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
   return {splits, 1, 1, 0};

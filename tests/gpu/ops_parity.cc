@@ -438,6 +438,21 @@ void forced_kernel_cases(Harness& h) {
     if (expected >= 0 && size_t(expected) != refused) r.note = "FAIL: " + r.note;
     h.out_.push_back(r);
   }
+  {
+    // The ring kernel on a weight with at least one 256-row block per SM (132
+    // SMs): the plan runs 16 consumer warps and a producer warp per CTA,
+    // stream-K, at 32 and 64 tokens (the other weights here run 8 consumer
+    // warps or K splits).
+    opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel("wgmma-ring");
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    const int64_t N = 34816, K = 512;
+    LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
+    for (int64_t M : {32, 64}) {
+      Tensor x = bf16_rounded(random_f32({M, K}));
+      h.check("linear", fmt::format("mxfp4 --mxfp4-gemm-kernel wgmma-ring M{} N{} K{} (16 consumer warps)", M, N, K),
+              gpu.linear(gpu.to_device(x), lw), h.cpu_.linear(x, lw), kBf16Output);
+    }
+  }
   opt.mxfp4_gemm_kernel = 0;
   {
     // Auto at 17..32 tokens on a large weight that neither wgmma kernel takes
