@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 

@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
+#include "cuda/host/moe_prefill_items.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/moe_tiles.cuh"
@@ -74,17 +75,7 @@ constexpr int kAutoGateUpDepth = 2;
 // fragments (RS wgmma, this file); 2 = gate_up with a dequant warpgroup and
 // SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
 constexpr int kAutoDequant = 1;
-// MoeConfig::ws_gate_up_items when 0: 1 = 256 rows x up to 128 pairs (this
-// file); 2 = 128 rows x up to 256 pairs (fused_moe_ws_wide.cu) from 160 to
-// 256 pairs per expert on average, where the 128-pair tiles cut almost every
-// expert into a full and a partial tile. H200, 2026-12-01
-// (bench/mxfp4/results-prefill-2026-12-01-s8.md), 8192 Kimi tokens (171 pairs
-// per expert): gate_up 8.47 vs 8.64 ms and 8.57 vs 9.90 ms in two calls; 4096
-// tokens (85, one tile per expert either way, the wide items half as tall):
-// 6.64 vs 4.91 ms. Above 256 not measured: 1.
-int auto_gate_up_items(int pairs, int experts) {
-  return pairs >= 160 * experts && pairs <= 256 * experts ? 2 : 1;
-}
+// MoeConfig::ws_gate_up_items when 0: auto_gate_up_items (cuda/host/moe_prefill_items.h).
 // Ring depth; tiles are issued kStages - 2 ahead of the one being consumed.
 constexpr int kStages = 7;
 // down's deferred epilogue (kDefer): a thread's 128 results of one item are
@@ -414,28 +405,20 @@ void check_moe_prefill_ws_shape(const MoeWeights& w) {
 
 namespace {
 
-// Path 5's choices of one call, resolved from MoeConfig (0 = auto) and
-// checked before anything is launched.
+// Path 5's choices of one call, resolved from MoeConfig (0 = auto).
 struct WsChoices {
   int dequant, epilogue;
   bool deep, wide_gate_up;
 };
 
+// The settings path 5 runs with; fused_moe_decode checked the config's ranges
+// (check_decode_config in fused_moe.cu) before anything launched.
 WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts) {
   WsChoices c;
   c.dequant = config.ws_dequant ? config.ws_dequant : kAutoDequant;
-  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3)
-    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3, got {}", config.ws_down_epilogue);
-  if (config.ws_gate_up_depth < 0 || config.ws_gate_up_depth > 2)
-    fail_input("fused_moe_decode: ws_gate_up_depth must be 0..2, got {}", config.ws_gate_up_depth);
-  if (c.dequant < 1 || c.dequant > 3)
-    fail_input("fused_moe_decode: ws_dequant must be 0..3, got {}", config.ws_dequant);
   const int gate_up_items = config.ws_gate_up_items ? config.ws_gate_up_items
                             : c.dequant >= 2         ? 1
                                                      : auto_gate_up_items(pairs, experts);
-  if (gate_up_items < 1 || gate_up_items > 2 || (gate_up_items == 2 && c.dequant >= 2))
-    fail_input("fused_moe_decode: ws_gate_up_items must be 0..2 (2 with ws_dequant 0 or 1), got {}",
-               config.ws_gate_up_items);
   c.wide_gate_up = gate_up_items == 2;
   c.epilogue = config.ws_down_epilogue ? config.ws_down_epilogue : kAutoDownEpilogue;
   c.deep = (config.ws_gate_up_depth ? config.ws_gate_up_depth : kAutoGateUpDepth) == 2;

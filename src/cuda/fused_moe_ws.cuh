@@ -73,13 +73,16 @@ struct Item {
   int expert, start, count, rb;
 };
 
+// Item `item` of a tile map in tiles of up to kPairs pairs (kTilePairs here,
+// twice that for the wide gate_up items of fused_moe_ws_wide.cu).
+template <int kPairs = kTilePairs>
 __device__ __forceinline__ Item item_at(const MoeScratch& s, int item, int row_blocks) {
   Item it;
   const int tile = item / row_blocks;
   it.rb = item - tile * row_blocks;
   it.expert = s.tile_expert[tile];
   it.start = s.tile_start[tile];
-  it.count = min(kTilePairs, s.offsets[it.expert + 1] - it.start);
+  it.count = min(kPairs, s.offsets[it.expert + 1] - it.start);
   return it;
 }
 

@@ -53,20 +53,6 @@ constexpr int kWideSmem = kWideStages * kWideStageBytes + 8 * kHChunk + 2 * kWid
 static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
 static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
 
-struct WideItem {
-  int expert, start, count, rb;
-};
-
-__device__ __forceinline__ WideItem wide_item_at(const MoeScratch& s, int item, int row_blocks) {
-  WideItem it;
-  const int tile = item / row_blocks;
-  it.rb = item - tile * row_blocks;
-  it.expert = s.tile_expert[tile];
-  it.start = s.tile_start[tile];
-  it.count = min(kWidePairs, s.offsets[it.expert + 1] - it.start);
-  return it;
-}
-
 // B boxes of an item: the first 128 pair rows (a 64-row box if count <= 64)
 // and the rest rounded up to 64 rows: none, 64 or 128. (Rounding to 32
 // instead, n = 32 and 96 in the second box, 4% fewer MMAs at 8192 Kimi
@@ -100,7 +86,7 @@ struct WideProducer {
   uint32_t phase;
 
   __device__ __forceinline__ void start_item(const Params& p, int row_blocks) {
-    const WideItem it = wide_item_at(p.s, item, row_blocks);
+    const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
     start = it.start;
     rows0 = rows_first(it.count);
@@ -204,7 +190,7 @@ __device__ __forceinline__ void stage_h(uint32_t staging, int col_base, int pair
 }
 
 template <int R0, int R1, int N0, int N1>
-__device__ __forceinline__ void store_h_wide(const Params& p, const WideItem& it, uint32_t staging,
+__device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, uint32_t staging,
                                              const float (&acc0)[N0], const float (&acc1)[N1]) {
   const int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
   named_barrier(1, kThreads);  // the previous item's copy-out has read the staging area
@@ -218,7 +204,7 @@ __device__ __forceinline__ void store_h_wide(const Params& p, const WideItem& it
 }
 
 template <int R0, int R1, bool kBig, int kS>
-__device__ __forceinline__ void run_item(const Params& p, const WideItem& it, uint32_t base, uint32_t bars,
+__device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32_t base, uint32_t bars,
                                          uint32_t staging, int items, int row_blocks, int& st,
                                          uint32_t& phase, WideProducer<kS>& prod) {
   const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
@@ -264,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_wide_gate_up_kernel(const 
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    const WideItem it = wide_item_at(p.s, item, row_blocks);
+    const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     const int rows1 = rows_second(it.count);
 #define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig>(p, it, base, bars, staging, items, row_blocks, st, phase, prod)
     if (rows1 == 128) MX_WIDE_ITEM(128, 128);

@@ -12,28 +12,32 @@
 //     into a per-stream scratch (streamk_workspace); rows M..NT-1 are zeros.
 //     The GEMM is launched with programmatic dependent launch: its first
 //     weight copies go out while the permutation runs.
-//   * CTA = 2 warpgroups = 8 warps = 8 strips = 128 weight rows (or 16
-//     strips, two per warp: measured slower, selectable). The work is the
-//     (row block, stage) sequence: stream-K gives each of the resident CTAs
-//     an equal range of it (row blocks cut between CTAs are summed through
-//     FP32 partials in the scratch by the last warp to arrive); K splits give
-//     each CTA of a (row block, split) grid its stage range, the splits of a
-//     row block forming a cluster that sums through distributed shared memory
-//     (as kernel 7).
-//   * Ring of kStages stages of 2 K tiles; thread 0 fills a stage with three
-//     copies completing on its `full` mbarrier: the 8 strips' codes and
-//     scales (2-D tensor copies, rows = strips) and B (one 1-D bulk copy:
-//     the chunk layout makes a stage contiguous). Copies write through the
-//     async proxy that wgmma reads, so no proxy fence and no per-thread copy.
-//   * A stage is given back (`empty`, one arrival per warp) once the wgmma
-//     that read it retired; thread 0 refills the slot of stage q - 2 while
-//     the CTA works on stage q, so the ring runs kStages - 2 stages ahead and
-//     the two warpgroups can drift by a stage.
+//   * CTA = 2 warpgroups = 8 warps = 8 strips = 128 weight rows, or (with a
+//     producer warp, stream-K only) 4 warpgroups = 16 strips = 256 rows, or
+//     16 strips as two per warp (measured slower, selectable). The work is
+//     the (row block, stage) sequence: stream-K gives each of the resident
+//     CTAs an equal range of it (row blocks cut between CTAs are summed
+//     through FP32 partials in the scratch by the last warp to arrive); K
+//     splits give each CTA of a (row block, split) grid its stage range, the
+//     splits of a row block forming a cluster that sums through distributed
+//     shared memory (as kernel 7).
+//   * Ring of kStages stages of 2 K tiles; a stage is three copies completing
+//     on its `full` mbarrier: the CTA's strips' codes and scales (2-D tensor
+//     copies, rows = strips, box = the CTA's strips) and B (one 1-D bulk
+//     copy: the chunk layout makes a stage contiguous). Copies write through
+//     the async proxy that wgmma reads, so no proxy fence and no per-thread
+//     copy.
+//   * A stage is given back (`empty`, one arrival per consumer warp) once the
+//     wgmma that read it retired. The automatic stream-K plans
+//     (choose_ring_plan) have a producer warp that refills each slot as soon
+//     as every consumer gave it back (kStages - 1 ahead of the slowest
+//     consumer); in the other plans (K splits, forced ones) thread 0 refills the slot of stage q - 2 while the CTA works on
+//     stage q, so the ring runs kStages - 2 ahead.
 //   * Per tile: LDS.128 + LDS.U16 of the weights (a stage's loads first),
 //     dequant into one of two A register sets, 4 wgmma, commit, wait for the
 //     previous tile's group.
-// Measured (H200, bench/mxfp4/results-dense-wide-2026-12-01-s7.md): see
-// choose_plan; ncu and what would close the rest: docs/kernels.md.
+// Measured (H200, bench/mxfp4/results-dense-wide-2026-12-01-s7.md, -s8.md):
+// see choose_ring_plan (cuda/host/dense_ring_plan.h); ncu and what would close the rest: docs/kernels.md.
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -44,6 +48,7 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
+#include "cuda/host/dense_ring_plan.h"
 #include "cuda/host/streamk_ranges.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/tma_copy.cuh"
@@ -111,11 +116,11 @@ __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restri
 }
 
 // Kernel arguments. The weights are read through two 2-D tensor maps of
-// 8-byte elements (rows = strips): a stage of the CTA's 8 strips is one bulk
-// tensor copy of codes (8 x 1 KB) and one of scales (8 x 64 B).
+// 8-byte elements (rows = strips): a stage of the CTA's 8 or 16 strips is one
+// bulk tensor copy of codes (strips x 1 KB) and one of scales (strips x 64 B).
 struct Params {
-  CUtensorMap codes;   // [strips][K / 64 x 512 bytes], box 8 strips x 1 KB
-  CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box 8 x 64 B
+  CUtensorMap codes;   // [strips][K / 64 x 512 bytes], box = the CTA's strips x 1 KB
+  CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box = the CTA's strips x 64 B
   const uint8_t* xp;   // permuted x, NT x 128 bytes per K tile
   uint16_t* y;
   float* partials;     // stream-K: [CTA][2 slots][warp][lane][NT / 2]
@@ -450,30 +455,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   }
 }
 
-// How a pass runs: K splits (0 = stream-K), resident CTAs per SM, strips per
-// warp, consumer warps with a producer warp (0 = 8 warps, thread 0 refills).
-struct Plan {
-  int splits, ctas, strips, ring_warps = 0;
-};
-
-// H200, 2026-12-01 (bench/mxfp4/results-dense-wide-2026-12-01-s7.md, one
-// call): stream-K with 2 CTAs per SM wherever the row blocks fill the GPU or
-// the tokens are few: 36864x7168 at 32 / 64 tokens 71.3 / 95.0 us (3 CTAs per
-// SM 76.6 at 32; K splits in clusters: 83.4-127.9 / 98.3-191.4), 7168x18432
-// at 32 tokens 44.8 (3 per SM 49.2, splits 51.1-84.7). 56 row blocks at 64
-// tokens: 2 K splits, 1 CTA per SM (59.6 us vs stream-K 65.8 with 1 per SM,
-// 70.9 with 2): its 112 CTAs keep a deeper ring, and stream-K cuts each row
-// block into ~5 partial segments there.
-Plan choose_plan(int64_t blocks, int stages, int M, int sms) {
-  // Session 8 (bench/mxfp4/results-dense-wide-2026-12-01-s8.md, one call): a
-  // producer warp wherever stream-K runs: 16 consumer warps (1 CTA per SM)
-  // with at least one 256-row block per SM (36864x7168 at 32 / 64 tokens 58.7 /
-  // 81.0 us vs 65.4 / 88.9), else 8 (7168x18432 at 32 tokens 39.7 vs 42.4).
-  if (M <= 32 || blocks >= 2 * sms) return {0, 2, 1, blocks % 2 == 0 && blocks / 2 >= sms ? 16 : 8};
-  int splits = 1;
-  while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
-  return {splits, 1, 1, 0};
-}
+using Plan = RingPlan;  // the automatic rule: choose_ring_plan (cuda/host/dense_ring_plan.h)
 
 // Where a pass's scratch lives: the permuted x, then the stream-K partials;
 // and the strips per CTA that Params' tensor maps were encoded for.
@@ -507,8 +489,8 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   // A box smaller than the kernel's stage would leave its barriers waiting
   // for bytes that never come.
   if (scratch.box_strips != L::kStrips)
-    fail_input("mxfp4_gemm: kernel 11's weight maps hold {} strips per CTA, the kernel reads {}", scratch.box_strips,
-               L::kStrips);
+    fail("mxfp4_gemm: internal error: kernel 11's weight maps hold {} strips per CTA, the kernel reads {}",
+         scratch.box_strips, L::kStrips);
   const int threads = NT * (p.K / kTileK);
   permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
       x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
@@ -542,7 +524,7 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
 
 // The compiled combinations: 3 CTAs per SM and 2 strips per warp up to 32
 // tokens (registers), not both (launch_dense_ws refuses the others before
-// anything runs; choose_plan picks neither).
+// anything runs; choose_ring_plan picks neither).
 template <bool kBig>
 void launch_plan(const Plan& plan, const Params& p, const uint16_t* x, const Scratch& scratch,
                  cudaStream_t stream) {
@@ -650,7 +632,7 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     const uint16_t* xs = x + size_t(m0) * w.cols;
     // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
     Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips, ring_warps};
-    if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_plan(blocks, stages, p.M, sms);
+    if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_ring_plan(blocks, stages, p.M, sms);
     encode_maps(plan);
     if (w.big_scales) launch_plan<true>(plan, p, xs, scratch, stream);
     else launch_plan<false>(plan, p, xs, scratch, stream);

@@ -12,7 +12,9 @@
 // Metric: max |gpu - cpu| / max |cpu| (ops) or max |gpu - ref| / (1 + max |ref|)
 // (logits); any NaN/Inf fails. Thresholds per path below and in
 // docs/cuda-backend.md. Exit status 0 only if every case passes.
-//   ops_parity [--seed N] [--golden DIR] [--ops-only | --models-only] [--cpu-attention]
+//   ops_parity [--seed N] [--golden DIR] [--ops-only | --models-only | --forced-only] [--cpu-attention]
+// --forced-only: only the forced-kernel cases (a quick check of one kernel
+// change; the full run is the one that passes or fails a change).
 // --cpu-attention: the models' attention ops run on the CPU reference (host KV
 // cache), isolating the other ops from CudaAttention.
 #include <algorithm>
@@ -35,6 +37,8 @@
 #include "core/error.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
+#include "cuda/cuda_check.h"
+#include "cuda/host/dense_ring_plan.h"
 #include "model/causal_lm.h"
 #include "model/greedy.h"
 #include "ops/backend_registry.h"
@@ -439,17 +443,23 @@ void forced_kernel_cases(Harness& h) {
     h.out_.push_back(r);
   }
   {
-    // The ring kernel on a weight with at least one 256-row block per SM (132
-    // SMs): the plan runs 16 consumer warps and a producer warp per CTA,
-    // stream-K, at 32 and 64 tokens (the other weights here run 8 consumer
-    // warps or K splits).
+    // The ring kernel on a weight with exactly one 256-row block per SM: the
+    // automatic plan (choose_ring_plan) runs 16 consumer warps and a producer
+    // warp per CTA, stream-K, at 17..64 tokens (the other weights here run 8
+    // consumer warps or K splits); 20 and 40 tokens pad the MMA's N with
+    // zero rows.
     opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel("wgmma-ring");
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    const int64_t N = 34816, K = 512;
+    int sms = 0;
+    MX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int64_t N = 256 * int64_t(sms), K = 512;
     LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
-    for (int64_t M : {32, 64}) {
+    for (int64_t M : {20, 32, 40, 64}) {
+      const cuda::RingPlan plan = cuda::choose_ring_plan(N / 128, int(K / 128), int(M), sms);
       Tensor x = bf16_rounded(random_f32({M, K}));
-      h.check("linear", fmt::format("mxfp4 --mxfp4-gemm-kernel wgmma-ring M{} N{} K{} (16 consumer warps)", M, N, K),
+      h.check("linear",
+              fmt::format("mxfp4 --mxfp4-gemm-kernel wgmma-ring M{} N{} K{} ({} consumer warps)", M, N, K,
+                          plan.ring_warps),
               gpu.linear(gpu.to_device(x), lw), h.cpu_.linear(x, lw), kBf16Output);
     }
   }
@@ -469,7 +479,13 @@ void forced_kernel_cases(Harness& h) {
   for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
     opt.moe_path = parse_moe_kernel(name);
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    for (int64_t T : {int64_t(1), int64_t(40)}) {  // 40 x 4 pairs: above the direct path's 64
+    // 40 x 4 pairs: above the direct path's 64. Path 5 also at 768 tokens: 192
+    // pairs per expert on average, where auto_gate_up_items takes the wide
+    // gate_up items (fused_moe_ws_wide.cu; experts of 64, 128 + 64 and
+    // 128 + 128 pairs).
+    std::vector<int64_t> token_counts = {1, 40};
+    if (std::strcmp(name, "prefill-ws") == 0) token_counts.push_back(768);
+    for (int64_t T : token_counts) {
       RoutingParams p;
       p.top_k = k, p.routed_scaling_factor = 2.5f;
       MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
@@ -699,15 +715,19 @@ void print(const std::vector<Result>& results, size_t& printed, const char* titl
 int main(int argc, char** argv) {
   uint64_t seed = std::random_device{}();
   std::string golden = "tests/golden";
-  bool ops = true, models = true;
+  bool ops = true, models = true, forced_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else if (std::strcmp(argv[i], "--golden") == 0 && i + 1 < argc) golden = argv[++i];
     else if (std::strcmp(argv[i], "--ops-only") == 0) models = false;
     else if (std::strcmp(argv[i], "--models-only") == 0) ops = false;
+    else if (std::strcmp(argv[i], "--forced-only") == 0) forced_only = true, models = false;
     else if (std::strcmp(argv[i], "--cpu-attention") == 0) mx::cpu_attention = true;
     else {
-      std::fprintf(stderr, "usage: %s [--seed N] [--golden DIR] [--ops-only | --models-only] [--cpu-attention]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--seed N] [--golden DIR] [--ops-only | --models-only | --forced-only] "
+                   "[--cpu-attention]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -732,25 +752,30 @@ int main(int argc, char** argv) {
       opt.f32_activations = true;
       mx::cuda::CudaOps gpu_ref(mx::ActivationMode::W4A16, opt);
       mx::Harness h(gpu, *cpu, op_results);
-      mx::elementwise_cases(h);
-      mx::print(op_results, op_printed, "ops");
-      mx::layout_cases(h);
-      mx::print(op_results, op_printed, "ops");
-      mx::linear_cases(h, gpu_ref, gpu4, *cpu4);
-      mx::print(op_results, op_printed, "ops");
-      mx::routing_cases(h);
-      mx::print(op_results, op_printed, "ops");
-      mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 16, 256, 128, {1, 5, 40});
-      // Deeper K for the wide decode kernels (<= 16 pairs): gate_up's 20 K tiles
-      // per strip split over up to 4 slices run a full 3-tile batch and a
-      // partial one; down's 5 tiles split unevenly. 5 tokens (20 pairs) routed.
-      mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 8, 1280, 320, {1, 2, 4, 5});
-      mx::print(op_results, op_printed, "ops");
-      mx::forced_kernel_cases(h);
-      mx::graph_cases(h);
-      mx::print(op_results, op_printed, "ops");
-      mx::w4a4_prefill_cases(h, *cpu4);
-      mx::print(op_results, op_printed, "ops");
+      if (forced_only) {
+        mx::forced_kernel_cases(h);
+        mx::print(op_results, op_printed, "ops");
+      } else {
+        mx::elementwise_cases(h);
+        mx::print(op_results, op_printed, "ops");
+        mx::layout_cases(h);
+        mx::print(op_results, op_printed, "ops");
+        mx::linear_cases(h, gpu_ref, gpu4, *cpu4);
+        mx::print(op_results, op_printed, "ops");
+        mx::routing_cases(h);
+        mx::print(op_results, op_printed, "ops");
+        mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 16, 256, 128, {1, 5, 40});
+        // Deeper K for the wide decode kernels (<= 16 pairs): gate_up's 20 K tiles
+        // per strip split over up to 4 slices run a full 3-tile batch and a
+        // partial one; down's 5 tiles split unevenly. 5 tokens (20 pairs) routed.
+        mx::moe_cases(h, gpu_ref, gpu4, *cpu4, 8, 1280, 320, {1, 2, 4, 5});
+        mx::print(op_results, op_printed, "ops");
+        mx::forced_kernel_cases(h);
+        mx::graph_cases(h);
+        mx::print(op_results, op_printed, "ops");
+        mx::w4a4_prefill_cases(h, *cpu4);
+        mx::print(op_results, op_printed, "ops");
+      }
     }
     if (models) mx::model_cases(golden, model_results, model_printed);
   } catch (const std::exception& e) {

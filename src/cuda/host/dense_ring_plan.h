@@ -1,0 +1,42 @@
+// How the dense ring kernel (GemmConfig kernel 11, src/cuda/mxfp4_gemm_ws.cu)
+// runs a pass of up to 64 tokens when nothing is forced: a host-only rule,
+// here so that the CPU tests check which plans the automatic choice can reach
+// (the kernel instantiates only some combinations).
+#pragma once
+#include <cstdint>
+
+namespace mx::cuda {
+
+// K splits (0 = stream-K over the resident CTAs), resident CTAs per SM,
+// strips per warp, consumer warps beside a producer warp (0 = 8 warps and
+// thread 0 refills the ring between its MMAs).
+struct RingPlan {
+  int splits, ctas, strips, ring_warps = 0;
+};
+
+// H200, 2026-12-01 (bench/mxfp4/results-dense-wide-2026-12-01-s7.md, one
+// call): stream-K wherever the row blocks fill the GPU or the tokens are few:
+// 36864x7168 at 32 / 64 tokens 71.3 / 95.0 us (3 CTAs per SM 76.6 at 32; K
+// splits in clusters: 83.4-127.9 / 98.3-191.4), 7168x18432 at 32 tokens 44.8
+// (3 per SM 49.2, splits 51.1-84.7). 56 row blocks at 64 tokens: 2 K splits,
+// 1 CTA per SM (59.6 us vs stream-K 65.8 with 1 per SM, 70.9 with 2): its
+// 112 CTAs keep a deeper ring, and stream-K cuts each row block into ~5
+// partial segments there.
+// Session 8 (results-dense-wide-2026-12-01-s8.md; the session's final call,
+// bench/gpu/2026-12-01-session8/final/): stream-K with a producer warp, 16
+// consumer warps (1 CTA per SM, 256-row CTAs) when there is at least one
+// 256-row block per SM, else 8 (2 CTAs per SM): 36864x7168 at 32 / 64 tokens
+// 58.8 / 80.4 us vs 65.2 / 88.7 without the producer, 7168x18432 at 32
+// tokens 39.7 vs 42.2. `blocks` = 128-row blocks (N / 128), `stages` = K /
+// 128, `sms` = the device's SMs.
+inline RingPlan choose_ring_plan(int64_t blocks, int stages, int M, int sms) {
+  if (M <= 32 || blocks >= 2 * sms) {
+    const bool wide_ctas = blocks % 2 == 0 && blocks / 2 >= sms;  // N % 256 == 0 and a 256-row block per SM
+    return {0, 2, 1, wide_ctas ? 16 : 8};
+  }
+  int splits = 1;
+  while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
+  return {splits, 1, 1, 0};
+}
+
+}  // namespace mx::cuda

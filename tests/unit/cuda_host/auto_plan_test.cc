@@ -1,0 +1,66 @@
+// The host-side automatic choices of two MXFP4 kernels: the dense ring
+// kernel's plan (cuda/host/dense_ring_plan.h, kernel 11) and MoE prefill's
+// gate_up item shape (cuda/host/moe_prefill_items.h). The kernels exist only
+// for some combinations (16 consumer warps need 256-row CTAs, the producer
+// warp runs stream-K only), so every plan the rule can return must be one of
+// them; the measured shapes keep the plan they were measured with.
+#include <gtest/gtest.h>
+
+#include "cuda/host/dense_ring_plan.h"
+#include "cuda/host/moe_prefill_items.h"
+
+namespace mx::cuda {
+namespace {
+
+TEST(DenseRingPlan, EveryAutomaticPlanIsOneTheKernelInstantiates) {
+  for (int sms : {78, 114, 132})
+    for (int stages : {1, 4, 16, 56, 144})
+      for (int64_t blocks = 1; blocks <= 700; ++blocks)
+        for (int M = 17; M <= 64; ++M) {
+          const RingPlan p = choose_ring_plan(blocks, stages, M, sms);
+          SCOPED_TRACE(testing::Message() << "blocks " << blocks << " stages " << stages << " M " << M << " sms " << sms);
+          if (p.ring_warps == 16) {
+            ASSERT_EQ(blocks % 2, 0) << "16 consumer warps need whole 256-row CTAs";
+            ASSERT_GE(blocks / 2, sms) << "16 consumer warps only with a 256-row block per SM";
+          }
+          if (p.ring_warps != 0) {
+            ASSERT_TRUE(p.ring_warps == 8 || p.ring_warps == 16);
+            ASSERT_EQ(p.splits, 0) << "the producer warp runs stream-K only";
+            ASSERT_EQ(p.strips, 1);
+            ASSERT_EQ(p.ctas, 2);  // launch_plan runs 16 consumer warps as 1 CTA per SM whatever this says
+          } else {
+            ASSERT_TRUE(p.splits == 1 || p.splits == 2 || p.splits == 4 || p.splits == 8) << p.splits;
+            ASSERT_EQ(p.ctas, 1);
+          }
+        }
+}
+
+TEST(DenseRingPlan, MeasuredShapesKeepTheirPlans) {
+  // H200 (132 SMs), bench/gpu/2026-12-01-session8/final/: 36864x7168 (288
+  // blocks, 56 stages) at 32 / 64 tokens on 16 consumer warps, 7168x18432 (56
+  // blocks, 144 stages) at 32 on 8, at 64 on 2 K splits without a producer.
+  EXPECT_EQ(choose_ring_plan(288, 56, 32, 132).ring_warps, 16);
+  EXPECT_EQ(choose_ring_plan(288, 56, 64, 132).ring_warps, 16);
+  EXPECT_EQ(choose_ring_plan(56, 144, 32, 132).ring_warps, 8);
+  const RingPlan down64 = choose_ring_plan(56, 144, 64, 132);
+  EXPECT_EQ(down64.splits, 2);
+  EXPECT_EQ(down64.ring_warps, 0);
+  // An odd block count past 2 x SMs: 8 consumer warps (no 256-row CTA).
+  EXPECT_EQ(choose_ring_plan(265, 56, 32, 132).ring_warps, 8);
+}
+
+TEST(MoePrefillItems, WideGateUpItemsOnlyWhereMeasuredFaster) {
+  constexpr long long kimi_experts = 384, kimi_topk = 8;
+  auto kimi = [&](long long tokens) { return auto_gate_up_items(tokens * kimi_topk, kimi_experts); };
+  EXPECT_EQ(kimi(8192), 2);  // 170.7 pairs per expert: measured faster
+  EXPECT_EQ(kimi(4096), 1);  // 85: measured slower
+  EXPECT_EQ(kimi(7680), 1);  // 160: not measured, stays on the old items
+  EXPECT_EQ(kimi(12288), 2);  // 256: the upper bound, inclusive
+  EXPECT_EQ(kimi(12289), 1);  // above: not measured
+  // DeepSeek-V3 (256 experts, top-8) at 8192 tokens: 256 pairs per expert.
+  EXPECT_EQ(auto_gate_up_items(8192 * 8, 256), 2);
+  EXPECT_EQ(auto_gate_up_items(0, 384), 1);
+}
+
+}  // namespace
+}  // namespace mx::cuda
