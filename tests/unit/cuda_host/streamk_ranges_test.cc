@@ -30,7 +30,11 @@ namespace {
       if (seg1 - seg0 < stages) {
         ++arrivals[rb];
         const int slot = streamk_slot(c, rb, units, ctas, stages);
-        if (slot != 0 && slot != 1) return ::testing::AssertionFailure() << "slot " << slot;
+        // Slot 0 belongs to the segment that opens the CTA's range, slot 1 to
+        // the one that closes it inside a later row block.
+        if ((slot == 0) != (seg0 == u0))
+          return ::testing::AssertionFailure() << "CTA " << c << " puts its segment at unit " << seg0 << " in slot "
+                                               << slot << " (its range starts at " << u0 << ")";
         if (!slots_taken.insert({c, slot}).second)
           return ::testing::AssertionFailure() << "CTA " << c << " uses slot " << slot << " twice";
       }
