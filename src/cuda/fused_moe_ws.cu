@@ -155,13 +155,6 @@ __device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
     for (int r = 0; r < 4; ++r) asm volatile("" ::"r"(a[kk][r]) : "memory");
 }
 
-__device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[kk][r])::"memory");
-}
-
 // K loop of one item for one consumer warp: acc[m] (first 32 NB floats) +=
 // strip (wg * 8 + m * 4 + warp) x B's first 64 NB rows. Per K tile two wgmma
 // groups (m = 0, 1), each dequantized while the previous group runs
@@ -304,12 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     }
     dev::fence_mbar_init();
   }
-  if constexpr (kGateUp) {  // zero out for down's atomics (stream order makes it safe)
-    float4* o = reinterpret_cast<float4*>(p.out);
-    const int64_t stride = int64_t(gridDim.x) * kThreads;
-    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.out_vec4; i += stride)
-      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  if constexpr (kGateUp) zero_out_for_down<kThreads>(p);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;

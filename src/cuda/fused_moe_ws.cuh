@@ -86,15 +86,39 @@ __device__ __forceinline__ Item item_at(const MoeScratch& s, int item, int row_b
   return it;
 }
 
+// A copy cursor's position in the CTA's (item, K tile) sequence and its ring
+// slot (kS stages). `Cursor` is the one that owns it (Producer,
+// WideProducer): start_item(p, row_blocks) reads the item's copy coordinates.
+template <class Cursor, int kS>
+struct RingPosition {
+  int item, j, st;
+  uint32_t phase;
+
+  __device__ __forceinline__ void init(Cursor& c, const Params& p, int items, int row_blocks) {
+    item = blockIdx.x, j = 0, st = 0, phase = 0;
+    if (item < items) c.start_item(p, item, row_blocks);
+  }
+
+  // After a K tile's copies: the next slot, and the next item after its last tile.
+  __device__ __forceinline__ void advance(Cursor& c, const Params& p, int items, int row_blocks) {
+    if (++st == kS) st = 0, phase ^= 1;
+    if (++j == p.K / kTileK) {
+      j = 0;
+      item += gridDim.x;
+      if (item < items) c.start_item(p, item, row_blocks);
+    }
+  }
+};
+
 // The copy side of the ring of kS stages, run by one thread (the RS kernel:
 // thread 0 between its own MMAs; the SS kernel: dequant thread 0): a cursor
 // over the CTA's (item, K tile) sequence.
 template <int kS>
 struct Producer {
-  int item, j, st, strip0, start, small;
-  uint32_t phase;
+  RingPosition<Producer, kS> at;
+  int strip0, start, small;
 
-  __device__ __forceinline__ void start_item(const Params& p, int row_blocks) {
+  __device__ __forceinline__ void start_item(const Params& p, int item, int row_blocks) {
     const Item it = item_at(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kItemStrips;
     start = it.start;
@@ -102,30 +126,44 @@ struct Producer {
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
-    item = blockIdx.x, j = 0, st = 0, phase = 0;
-    if (item < items) start_item(p, row_blocks);
+    at.init(*this, p, items, row_blocks);
   }
 
   // Copies the next K tile into its stage once every consumer warp gave the
   // stage back; nothing once the CTA's items are all issued.
   __device__ __forceinline__ void issue(const Params& p, uint32_t base, uint32_t bars, int items,
                                         int row_blocks) {
-    if (item >= items) return;
+    if (at.item >= items) return;
+    const int st = at.st, j = at.j;
     const uint32_t full = bars + 8 * st;
-    dev::mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
+    dev::mbar_wait_parity(bars + 8 * (kS + st), at.phase ^ 1);
     dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
     const uint32_t sb = base + st * kStageBytes;
     dev::tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
     dev::tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
-    if (++st == kS) st = 0, phase ^= 1;
-    if (++j == p.K / kTileK) {
-      j = 0;
-      item += gridDim.x;
-      if (item < items) start_item(p, row_blocks);
-    }
+    at.advance(*this, p, items, row_blocks);
   }
 };
+
+// Keeps the A registers a just-retired wgmma group read from being reused
+// before the wait that retired it (the compiler does not see the async read).
+__device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[kk][r])::"memory");
+}
+
+// gate_up's CTAs zero `out` for down's atomic adds (stream order makes it
+// safe); kBlockThreads = the kernel's threads per CTA.
+template <int kBlockThreads>
+__device__ __forceinline__ void zero_out_for_down(const Params& p) {
+  float4* o = reinterpret_cast<float4*>(p.out);
+  const int64_t stride = int64_t(gridDim.x) * kBlockThreads;
+  for (int64_t i = int64_t(blockIdx.x) * kBlockThreads + threadIdx.x; i < p.out_vec4; i += stride)
+    o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
 
 // gate_up epilogue of one consumer warpgroup: its 8 strips are the 64 h
 // columns of h's K tile 2 rb + wg. h = SiLU(gate) * up goes to the staging

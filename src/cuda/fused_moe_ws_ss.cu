@@ -274,12 +274,7 @@ __global__ void __launch_bounds__(kSsThreads, 1) moe_ws_ss_kernel(const __grid_c
     }
     dev::fence_mbar_init();
   }
-  if constexpr (kGateUp) {  // zero out for down's atomics (stream order makes it safe)
-    float4* o = reinterpret_cast<float4*>(p.out);
-    const int64_t stride = int64_t(gridDim.x) * kSsThreads;
-    for (int64_t i = int64_t(blockIdx.x) * kSsThreads + threadIdx.x; i < p.out_vec4; i += stride)
-      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  if constexpr (kGateUp) zero_out_for_down<kSsThreads>(p);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;

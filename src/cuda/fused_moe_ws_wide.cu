@@ -82,10 +82,10 @@ __device__ __forceinline__ void wgmma_rows(float (&acc)[N], const uint32_t (&a)[
 // fused_moe_ws.cuh, with the wide stage layout), kS stages.
 template <int kS>
 struct WideProducer {
-  int item, j, st, strip0, start, rows0, rows1;
-  uint32_t phase;
+  RingPosition<WideProducer, kS> at;
+  int strip0, start, rows0, rows1;
 
-  __device__ __forceinline__ void start_item(const Params& p, int row_blocks) {
+  __device__ __forceinline__ void start_item(const Params& p, int item, int row_blocks) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
     start = it.start;
@@ -94,27 +94,22 @@ struct WideProducer {
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
-    item = blockIdx.x, j = 0, st = 0, phase = 0;
-    if (item < items) start_item(p, row_blocks);
+    at.init(*this, p, items, row_blocks);
   }
 
   __device__ __forceinline__ void issue(const Params& p, uint32_t base, uint32_t bars, int items,
                                         int row_blocks) {
-    if (item >= items) return;
+    if (at.item >= items) return;
+    const int st = at.st, j = at.j;
     const uint32_t full = bars + 8 * st;
-    dev::mbar_wait_parity(bars + 8 * (kS + st), phase ^ 1);
+    dev::mbar_wait_parity(bars + 8 * (kS + st), at.phase ^ 1);
     dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + (rows0 + rows1) * 8 * 16);
     const uint32_t sb = base + st * kWideStageBytes;
     dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
     dev::tma_2d(sb, act_map(p, rows0), start * 2, j * 8, full);
     if (rows1) dev::tma_2d(sb + kHalfB, act_map(p, rows1), (start + kTilePairs) * 2, j * 8, full);
-    if (++st == kS) st = 0, phase ^= 1;
-    if (++j == p.K / kTileK) {
-      j = 0;
-      item += gridDim.x;
-      if (item < items) start_item(p, row_blocks);
-    }
+    at.advance(*this, p, items, row_blocks);
   }
 };
 
@@ -154,10 +149,7 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
       dev::wgmma_commit();
       dev::wgmma_wait<1>();
       // Group j - 1 retired: its A buffer and its stage are free.
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[u ^ 1][kk][r])::"memory");
+      keep_registers(a[u ^ 1]);
       if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
       if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
       __syncwarp();  // the warp reconverges before the next aligned wgmma
@@ -233,12 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_wide_gate_up_kernel(const 
     }
     dev::fence_mbar_init();
   }
-  {  // zero out for down's atomics (stream order makes it safe)
-    float4* o = reinterpret_cast<float4*>(p.out);
-    const int64_t stride = int64_t(gridDim.x) * kThreads;
-    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.out_vec4; i += stride)
-      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  zero_out_for_down<kThreads>(p);  // this kernel is gate_up's
   __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;

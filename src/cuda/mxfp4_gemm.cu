@@ -283,6 +283,10 @@ void launch_for_config(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uin
   fail_input("mxfp4_gemm: no strip kernel for {} strips per CTA x {} K-slices at {} tokens", spc, ks, M);
 }
 
+// Kernel 9's K-slices when the rule picks it (and kernel 12's from 9
+// tokens): 4 from 2048 strips, else 8 (measured below, choose_config).
+int pair_rule_k_slices(const Mxfp4DeviceWeight& w) { return w.rows / kStripRows >= 2048 ? 4 : 8; }
+
 // Measured on H200 (docs/kernels.md, runs 3-10). Up to 32 tokens: the strip
 // kernel with register loads (the cp.async ring measured 5-25% slower, the
 // bulk-copy ring 10-25% slower; batched loads faster on large weights, below); with
@@ -325,9 +329,9 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   // tokens 45.7 / 46.5 vs 57.0 / 64.9 us for kernel 1, 7168x18432 29.7 / 30.2
   // vs 33.0 / 33.9; -7..-11% in two earlier calls on the previous layout).
   // Expert-sized 4096x7168 measured slower (12.6 vs 11.3).
-  if (M > 8 && M <= 16 && large && dense_pair_supported(w, strips >= 2048 ? 4 : 8)) {
+  if (M > 8 && M <= 16 && large && dense_pair_supported(w, pair_rule_k_slices(w))) {
     c.kernel = 9;
-    c.k_slices = strips >= 2048 ? 4 : 8;
+    c.k_slices = pair_rule_k_slices(w);
     return c;
   }
   // Up to 8 tokens on large weights: every load of a batch issued first
@@ -366,8 +370,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (c.kernel == 12) {
     if (M > 16) fail_input("mxfp4_gemm: the pipelined strip kernel takes 1..16 tokens, got {}", M);
     if (M <= 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, /*pipelined=*/true);
-    // As kernel 9: 4 K-slices from 2048 strips, else 8.
-    const int ks = config.k_slices ? config.k_slices : w.rows / kStripRows >= 2048 ? 4 : 8;
+    const int ks = config.k_slices ? config.k_slices : pair_rule_k_slices(w);
     return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles, /*pipelined=*/true);
   }
   if (c.kernel == 10) {

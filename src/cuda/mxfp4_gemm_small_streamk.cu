@@ -46,6 +46,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_small_streamk.h"
 #include "cuda/mxfp4_gemm_small_workspace.h"
@@ -224,29 +225,23 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   }
 }
 
-struct Residency {
-  int sms = 0, ctas_per_sm = 0;
-};
 
 template <int NT, int kPair, bool kBig, int kU, int kMinCtas>
 bool launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                     cudaStream_t stream, int ctas_per_sm) {
   auto* kernel = dense_streamk_kernel<NT, kPair, kBig, kU, kMinCtas>;
   static PerDeviceOnce once;
-  static Residency residency[64];
+  static int resident_per_sm[64];  // CTAs of this instance that fit one SM, per device
   int device = 0;
   MX_CUDA_CHECK(cudaGetDevice(&device));
-  Residency& r = residency[device & 63];
-  once([&] {
-    MX_CUDA_CHECK(cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, device));
-    MX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.ctas_per_sm, kernel, kThreads, 0));
-  });
-  const int per_sm = ctas_per_sm > 0 ? std::min(ctas_per_sm, r.ctas_per_sm) : r.ctas_per_sm;
+  int& fit = resident_per_sm[device & 63];
+  once([&] { MX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kThreads, 0)); });
+  const int per_sm = ctas_per_sm > 0 ? std::min(ctas_per_sm, fit) : fit;
   const int KT = int(w.cols / kTileK);
   const int64_t groups = w.rows / (kStripRows * kPair), units = groups * KT;
   if (units > INT32_MAX / 2)
     fail_input("mxfp4_gemm: [{}, {}] has too many tiles for the stream-K kernel", w.rows, w.cols);
-  const int warps = int(std::min<int64_t>(int64_t(r.sms) * std::max(per_sm, 1) * kWarps, units));
+  const int warps = int(std::min<int64_t>(int64_t(sm_count()) * std::max(per_sm, 1) * kWarps, units));
   StreamKWorkspace ws;
   const size_t partial_bytes = size_t(warps) * 2 * slot_floats<NT, kPair>() * sizeof(float);
   if (!streamk_workspace(stream, partial_bytes, groups, ws)) return false;

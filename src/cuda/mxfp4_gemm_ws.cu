@@ -457,13 +457,11 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
 
 using Plan = RingPlan;  // the automatic rule: choose_ring_plan (cuda/host/dense_ring_plan.h)
 
-// Where a pass's scratch lives: the permuted x, then the stream-K partials;
-// and the strips per CTA that Params' tensor maps were encoded for.
+// Where a pass's scratch lives: the permuted x, then the stream-K partials.
 struct Scratch {
   uint8_t* xp;
   float* partials;
   int* counters;
-  int box_strips;
 };
 
 constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 2 + 255) / 256 * 256; }
@@ -471,12 +469,23 @@ constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 
 // 32 floats); 3 CTAs of 8 consumer warps is the most per SM (16 warps: 1 CTA).
 constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * 2 * kThreads * 32 * 4; }
 
+// The weights' tensor maps (rows = strips, 8-byte elements): a box = a CTA's
+// `cta_strips` strips x one stage of K tiles.
+void encode_weight_maps(Params& p, const Mxfp4DeviceWeight& w, int cta_strips) {
+  const int64_t KT = w.cols / kTileK, strips = w.rows / kStripRows;
+  p.codes = tensor_map_2d("mxfp4_gemm", w.codes, uint64_t(KT) * kTileCodeBytes, strips,
+                          kStageTiles * kTileCodeBytes / 8, cta_strips);
+  p.scales = tensor_map_2d("mxfp4_gemm", w.scales, uint64_t(KT) * kTileScaleBytes, strips,
+                           kStageTiles * kTileScaleBytes / 8, cta_strips);
+}
+
 // x permuted for NT token rows, then the GEMM launched with programmatic
 // dependent launch (its prologue overlaps the permutation). splits 0 =
 // stream-K over sm_count() * kCtas CTAs. kW consumer warps, kProd a producer
 // warp (stream-K only).
 template <int NT, bool kBig, int kCtas, int kSP, int kW = kWarps, bool kProd = false>
-void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream_t stream, int splits) {
+void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const Scratch& scratch,
+                 cudaStream_t stream, int splits) {
   using L = Layout<NT, kCtas, kSP, kW>;
   // Two strips per warp and the producer warp only with stream-K: with K
   // splits ptxas serializes the wgmma of the 2-strip loop (C7513), so those
@@ -486,11 +495,9 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
   auto* kernel = splits ? split_kernel : stream_kernel;
   if (!kernel)
     fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp and the producer warp with stream-K only (k_splits 0)");
-  // A box smaller than the kernel's stage would leave its barriers waiting
-  // for bytes that never come.
-  if (scratch.box_strips != L::kStrips)
-    fail("mxfp4_gemm: internal error: kernel 11's weight maps hold {} strips per CTA, the kernel reads {}",
-         scratch.box_strips, L::kStrips);
+  // The weights' box is this kernel's strips per CTA: a box smaller than the
+  // kernel's stage would leave its barriers waiting for bytes that never come.
+  encode_weight_maps(p, w, L::kStrips);
   const int threads = NT * (p.K / kTileK);
   permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
       x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
@@ -526,36 +533,36 @@ void launch_pass(Params p, const uint16_t* x, const Scratch& scratch, cudaStream
 // tokens (registers), not both (launch_dense_ws refuses the others before
 // anything runs; choose_ring_plan picks neither).
 template <bool kBig>
-void launch_plan(const Plan& plan, const Params& p, const uint16_t* x, const Scratch& scratch,
-                 cudaStream_t stream) {
+void launch_plan(const Plan& plan, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+                 const Scratch& scratch, cudaStream_t stream) {
   const int s = plan.splits;
   // A producer warp: 8 consumer warps with 2 CTAs per SM, or 16 with 1.
   if (plan.ring_warps == 16) {
-    if (p.M <= 16) return launch_pass<16, kBig, 1, 1, 16, true>(p, x, scratch, stream, s);
-    if (p.M <= 32) return launch_pass<32, kBig, 1, 1, 16, true>(p, x, scratch, stream, s);
-    return launch_pass<64, kBig, 1, 1, 16, true>(p, x, scratch, stream, s);
+    if (p.M <= 16) return launch_pass<16, kBig, 1, 1, 16, true>(p, w, x, scratch, stream, s);
+    if (p.M <= 32) return launch_pass<32, kBig, 1, 1, 16, true>(p, w, x, scratch, stream, s);
+    return launch_pass<64, kBig, 1, 1, 16, true>(p, w, x, scratch, stream, s);
   }
   if (plan.ring_warps == 8) {
-    if (p.M <= 16) return launch_pass<16, kBig, 2, 1, 8, true>(p, x, scratch, stream, s);
-    if (p.M <= 32) return launch_pass<32, kBig, 2, 1, 8, true>(p, x, scratch, stream, s);
-    return launch_pass<64, kBig, 2, 1, 8, true>(p, x, scratch, stream, s);
+    if (p.M <= 16) return launch_pass<16, kBig, 2, 1, 8, true>(p, w, x, scratch, stream, s);
+    if (p.M <= 32) return launch_pass<32, kBig, 2, 1, 8, true>(p, w, x, scratch, stream, s);
+    return launch_pass<64, kBig, 2, 1, 8, true>(p, w, x, scratch, stream, s);
   }
   if (plan.strips == 2) {
-    if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 2>(p, x, scratch, stream, s)
-                                         : launch_pass<16, kBig, 2, 2>(p, x, scratch, stream, s);
-    return plan.ctas == 1 ? launch_pass<32, kBig, 1, 2>(p, x, scratch, stream, s)
-                          : launch_pass<32, kBig, 2, 2>(p, x, scratch, stream, s);
+    if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 2>(p, w, x, scratch, stream, s)
+                                         : launch_pass<16, kBig, 2, 2>(p, w, x, scratch, stream, s);
+    return plan.ctas == 1 ? launch_pass<32, kBig, 1, 2>(p, w, x, scratch, stream, s)
+                          : launch_pass<32, kBig, 2, 2>(p, w, x, scratch, stream, s);
   }
   if (plan.ctas == 3) {
-    if (p.M <= 16) return launch_pass<16, kBig, 3, 1>(p, x, scratch, stream, s);
-    return launch_pass<32, kBig, 3, 1>(p, x, scratch, stream, s);
+    if (p.M <= 16) return launch_pass<16, kBig, 3, 1>(p, w, x, scratch, stream, s);
+    return launch_pass<32, kBig, 3, 1>(p, w, x, scratch, stream, s);
   }
-  if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 1>(p, x, scratch, stream, s)
-                                       : launch_pass<16, kBig, 2, 1>(p, x, scratch, stream, s);
-  if (p.M <= 32) return plan.ctas == 1 ? launch_pass<32, kBig, 1, 1>(p, x, scratch, stream, s)
-                                       : launch_pass<32, kBig, 2, 1>(p, x, scratch, stream, s);
-  return plan.ctas == 1 ? launch_pass<64, kBig, 1, 1>(p, x, scratch, stream, s)
-                        : launch_pass<64, kBig, 2, 1>(p, x, scratch, stream, s);
+  if (p.M <= 16) return plan.ctas == 1 ? launch_pass<16, kBig, 1, 1>(p, w, x, scratch, stream, s)
+                                       : launch_pass<16, kBig, 2, 1>(p, w, x, scratch, stream, s);
+  if (p.M <= 32) return plan.ctas == 1 ? launch_pass<32, kBig, 1, 1>(p, w, x, scratch, stream, s)
+                                       : launch_pass<32, kBig, 2, 1>(p, w, x, scratch, stream, s);
+  return plan.ctas == 1 ? launch_pass<64, kBig, 1, 1>(p, w, x, scratch, stream, s)
+                        : launch_pass<64, kBig, 2, 1>(p, w, x, scratch, stream, s);
 }
 
 }  // namespace
@@ -599,22 +606,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                ring_warps, k_splits, ctas_per_sm, strips_per_cta);
   if (ring_warps == 2 * kWarps && w.rows % (2 * kRows))
     fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps needs N % {} == 0, got {}", 2 * kRows, w.rows);
-  const int64_t KT = w.cols / kTileK, all_strips = w.rows / kStripRows;
   Params p;
-  // Rows = strips; a box = the CTA's strips x one stage of K tiles, encoded
-  // for the plan that launches: a kernel whose box is smaller than its stage
-  // waits forever on the stage's byte count.
   Scratch scratch;
-  scratch.box_strips = 0;
-  auto encode_maps = [&](const Plan& plan) {
-    const int cta_strips = plan.ring_warps ? plan.ring_warps : kWarps * plan.strips;
-    if (cta_strips == scratch.box_strips) return;
-    p.codes = tensor_map_2d("mxfp4_gemm", w.codes, uint64_t(KT) * kTileCodeBytes, all_strips,
-                            kStageTiles * kTileCodeBytes / 8, cta_strips);
-    p.scales = tensor_map_2d("mxfp4_gemm", w.scales, uint64_t(KT) * kTileScaleBytes, all_strips,
-                             kStageTiles * kTileScaleBytes / 8, cta_strips);
-    scratch.box_strips = cta_strips;
-  };
   // Scratch: the permuted x of one pass (64 token rows at most), then the
   // stream-K partials (at most 3 CTAs per SM).
   const int sms = sm_count();
@@ -633,9 +626,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
     Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips, ring_warps};
     if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_ring_plan(blocks, stages, p.M, sms);
-    encode_maps(plan);
-    if (w.big_scales) launch_plan<true>(plan, p, xs, scratch, stream);
-    else launch_plan<false>(plan, p, xs, scratch, stream);
+    if (w.big_scales) launch_plan<true>(plan, p, w, xs, scratch, stream);
+    else launch_plan<false>(plan, p, w, xs, scratch, stream);
   }
   return true;
 }

@@ -37,7 +37,7 @@
 #include "core/error.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
-#include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/host/dense_ring_plan.h"
 #include "model/causal_lm.h"
 #include "model/greedy.h"
@@ -450,8 +450,7 @@ void forced_kernel_cases(Harness& h) {
     // zero rows.
     opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel("wgmma-ring");
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    int sms = 0;
-    MX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int sms = cuda::sm_count();
     const int64_t N = 256 * int64_t(sms), K = 512;
     LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
     for (int64_t M : {20, 32, 40, 64}) {
