@@ -141,6 +141,10 @@ class Evaluator {
       Value* target = scope->lookup(s.targets[0]);
       if (!target || target->kind != Kind::kDict || !target->is_namespace)
         error_at(s.line, fmt::format("cannot assign attribute '{}' on '{}': not a namespace", s.attr, s.targets[0]));
+      // A namespace holding itself would never be freed and prints forever.
+      if (holds_dict(v, target->dict.get()))
+        error_at(s.line, fmt::format("cannot assign '{}.{}': the value holds the namespace '{}' itself", s.targets[0],
+                                     s.attr, s.targets[0]));
       target->set(s.attr, v);
       return;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "tokenizer/utf8.h"
@@ -167,6 +168,19 @@ std::string python_float_repr(double d) {
 
 namespace {
 
+// A namespace can be made to hold itself (`{% set ns.n = ns %}`, or a list
+// that holds it), so the recursive walks over values (repr / str, tojson, ==,
+// comparisons) stop at this nesting depth with a template error instead of
+// overflowing the stack. Real values (chat messages, tool schemas) nest a few
+// levels.
+constexpr int kMaxNesting = 512;
+
+void check_nesting(int depth) {
+  if (depth > kMaxNesting)
+    fail_input("a value nested deeper than {} levels (a namespace, list or dict that contains itself?)",
+               kMaxNesting);
+}
+
 std::string repr_string(const std::string& s) {
   bool has_single = s.find('\'') != std::string::npos, has_double = s.find('"') != std::string::npos;
   char quote = has_single && !has_double ? '"' : '\'';
@@ -227,6 +241,7 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
 }
 
 void json_write(std::string& out, const Value& v, const JsonStyle& st, int depth, int line) {
+  check_nesting(depth);
   auto newline = [&](int d) {
     if (st.indent < 0) return;
     out += '\n';
@@ -293,14 +308,17 @@ std::string to_json(const Value& v, const JsonStyle& style, int line) {
   return out;
 }
 
-std::string repr(const Value& v) {
+namespace {
+
+std::string repr_at(const Value& v, int depth) {
+  check_nesting(depth);
   switch (v.kind) {
     case Kind::kString: return repr_string(v.str());
     case Kind::kList: {
       std::string out = v.is_tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
-        out += repr((*v.list)[k]);
+        out += repr_at((*v.list)[k], depth + 1);
       }
       if (v.is_tuple && v.list->size() == 1) out += ",";
       return out + (v.is_tuple ? ")" : "]");
@@ -311,13 +329,17 @@ std::string repr(const Value& v) {
       for (const auto& [k, e] : *v.dict) {
         if (!first) out += ", ";
         first = false;
-        out += repr_string(k) + ": " + repr(e);
+        out += repr_string(k) + ": " + repr_at(e, depth + 1);
       }
       return out + (v.is_namespace ? "}>" : "}");
     }
     default: return to_str(v);
   }
 }
+
+}  // namespace
+
+std::string repr(const Value& v) { return repr_at(v, 0); }
 
 std::string to_str(const Value& v) {
   switch (v.kind) {
@@ -351,9 +373,9 @@ namespace {
 double as_double(const Value& v) {
   return v.kind == Kind::kFloat ? v.f : static_cast<double>(v.kind == Kind::kBool ? v.b : v.i);
 }
-}  // namespace
 
-bool equals(const Value& a, const Value& b) {
+bool equals_at(const Value& a, const Value& b, int depth) {
+  check_nesting(depth);
   if (a.is_number() && b.is_number()) {
     if (a.kind != Kind::kFloat && b.kind != Kind::kFloat) return as_double(a) == as_double(b) && (a.kind == Kind::kBool ? a.b : a.i) == (b.kind == Kind::kBool ? b.b : b.i);
     return as_double(a) == as_double(b);
@@ -366,14 +388,14 @@ bool equals(const Value& a, const Value& b) {
     case Kind::kList: {
       if (a.is_tuple != b.is_tuple || a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
-        if (!equals((*a.list)[k], (*b.list)[k])) return false;
+        if (!equals_at((*a.list)[k], (*b.list)[k], depth + 1)) return false;
       return true;
     }
     case Kind::kDict: {
       if (a.dict->size() != b.dict->size()) return false;
       for (const auto& [k, v] : *a.dict) {
         Value* other = b.find(k);
-        if (!other || !equals(v, *other)) return false;
+        if (!other || !equals_at(v, *other, depth + 1)) return false;
       }
       return true;
     }
@@ -382,7 +404,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b, int line) {
+int compare_at(const Value& a, const Value& b, int line, int depth) {
+  check_nesting(depth);
   if (a.is_number() && b.is_number()) {
     double x = as_double(a), y = as_double(b);
     return x < y ? -1 : (x > y ? 1 : 0);
@@ -391,11 +414,34 @@ int compare(const Value& a, const Value& b, int line) {
   if (a.kind == Kind::kList && b.kind == Kind::kList) {
     size_t n = std::min(a.list->size(), b.list->size());
     for (size_t k = 0; k < n; ++k)
-      if (int c = compare((*a.list)[k], (*b.list)[k], line)) return c;
+      if (int c = compare_at((*a.list)[k], (*b.list)[k], line, depth + 1)) return c;
     return a.list->size() < b.list->size() ? -1 : (a.list->size() > b.list->size() ? 1 : 0);
   }
   fail_input("line {}: cannot compare {} with {}", line, type_name(a), type_name(b));
 }
+
+}  // namespace
+
+bool holds_dict(const Value& v, const Dict* target) {
+  std::vector<const Value*> todo{&v};
+  std::unordered_set<const void*> seen;  // containers shared by several parents are walked once
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->kind == Kind::kList && seen.insert(x->list.get()).second) {
+      for (const Value& e : *x->list) todo.push_back(&e);
+    } else if (x->kind == Kind::kDict) {
+      if (x->dict.get() == target) return true;
+      if (seen.insert(x->dict.get()).second)
+        for (const auto& [k, e] : *x->dict) todo.push_back(&e);
+    }
+  }
+  return false;
+}
+
+bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
+
+int compare(const Value& a, const Value& b, int line) { return compare_at(a, b, line, 0); }
 
 size_t code_point_length(const std::string& s) { return utf8::count_code_points(s); }
 

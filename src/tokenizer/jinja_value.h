@@ -93,6 +93,10 @@ struct JsonStyle {
 };
 std::string to_json(const Value& v, const JsonStyle& style, int line);
 
+// Whether `v` is or, through lists and dicts, holds the dict `target` (a
+// namespace assignment that would make a namespace hold itself is refused).
+bool holds_dict(const Value& v, const Dict* target);
+
 bool equals(const Value& a, const Value& b);
 // <0, 0, >0; throws for types Python cannot order.
 int compare(const Value& a, const Value& b, int line);

@@ -145,5 +145,26 @@ TEST(JinjaRegression, HugeRepetitionsAndReplacementsAreTemplateErrors) {
   EXPECT_EQ(render("{{ 'ab' * 3 }}{{ 'aXa' | replace('a', 'bb') }}{{ ''.join(['p', 'q']) }}"), "abababbbXbbpq");
 }
 
+// fuzz_chat_template crash-02c41fa7 (stack overflow): `{% set ns.n = ns %}`
+// made a namespace hold itself, and printing it recursed forever.
+TEST(JinjaRegression, NamespaceThatWouldHoldItselfIsATemplateError) {
+  const std::string found = "{%- set ns = namespace(n=0) -%}{% set ns.n = ns %}{{ ns.n }}";
+  EXPECT_NE(error_of(found).find("holds the namespace 'ns' itself"), std::string::npos) << error_of(found);
+  // Through a list too; another namespace is fine.
+  EXPECT_NE(error_of("{% set ns = namespace(n=0) %}{% set ns.n = [1, [ns]] %}").find("itself"), std::string::npos);
+  EXPECT_EQ(render("{% set a = namespace(x=0) %}{% set b = namespace(y=7) %}{% set a.x = b %}{{ a.x.y }}"), "7");
+}
+
+// The walks over values (print, tojson, ==, sort) stop at a nesting depth
+// instead of overflowing the stack on a value nested 600 levels deep.
+TEST(JinjaRegression, DeeplyNestedValueIsATemplateErrorNotAStackOverflow) {
+  const std::string deep = "{% set ns = namespace(x=0) %}{% for i in range(600) %}{% set ns.x = [ns.x] %}{% endfor %}";
+  for (const char* use : {"{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x == ns.x }}", "{{ [ns.x, ns.x] | sort }}"})
+    EXPECT_NE(error_of(deep + use).find("nested deeper than 512 levels"), std::string::npos) << use << ": "
+                                                                                            << error_of(deep + use);
+  EXPECT_EQ(render("{% set ns = namespace(x=0) %}{% for i in range(3) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+            "[[[0]]]");
+}
+
 }  // namespace
 }  // namespace mx::jinja
