@@ -8,7 +8,7 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
@@ -30,6 +30,9 @@
 // (kernel 10), the software-pipelined kernel 12 and, from 9 tokens, kernel 9's
 // loop on x in its B-fragment order (permuted_x_probe.h); first a read-only
 // kernel over the two large weights' bytes (the practical floor of one launch).
+// --read-probe: only the copy bandwidth and, for the two large weights, that
+// read-only kernel beside other ways of streaming the same bytes (LDG per-CTA
+// ranges, bulk copies into a shared-memory ring; read_floor_probe.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -55,6 +58,7 @@
 #include "bench_w4a4_fp8.h"
 #include "moe_phases.h"
 #include "permuted_x_probe.h"
+#include "read_floor_probe.h"
 #include "profile_runs.h"
 
 namespace {
@@ -436,6 +440,23 @@ void bench_read_floor(const Shape& sh, cudaStream_t s) {
   emit(r);
 }
 
+// --read-probe: other ways of reading the same bytes (read_floor_probe.h).
+void bench_read_probes(const Shape& sh, cudaStream_t s) {
+  const size_t bytes = size_t(sh.N) * sh.K / 2 + size_t(sh.N) * sh.K / 32;
+  const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 1.0, 32.0));
+  DeviceBuffer<uint8_t> buf(bytes * copies);
+  fill_random_bytes(buf.p, buf.n, next_seed(), s);
+  for (const mxbench::ReadProbe& p : mxbench::run_read_probes(buf.p, bytes, copies, s)) {
+    Row r;
+    r.kernel = "read_probe";
+    r.shape = std::string(sh.name) + " " + std::to_string(sh.N) + "x" + std::to_string(sh.K);
+    r.us = p.us;
+    r.floor_us = floor_us(double(bytes));
+    r.note = p.label;
+    emit(r);
+  }
+}
+
 // Fused MoE, Kimi-K2.5 layer shape.
 void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
   const int H = 7168, I = 2048, topk = 8;
@@ -555,6 +576,13 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       variants.push_back(variant("routed, wide", 1, 0, 6, 2, true));
     }
     if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
+    // Streamed weights (weight_loads 7, fused_moe_stream.cu): one persistent
+    // CTA per SM, bulk copies into a shared-memory ring.
+    if (T <= 40) {
+      variants.push_back(variant("routed, streamed, PDL", 1, 0, 7, 0));
+      variants.push_back(variant("routed, streamed, PDL", 1, 0, 7, 0, true));
+      variants.push_back(variant("routed, streamed, no PDL", 1, 0, 7, 2));
+    }
     if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
     if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
     if ((T == 1 || T == 40) && !g_decode) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
@@ -565,6 +593,9 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T <= 8) variants.push_back({"direct, batched registers, PDL, down ks=1", 2, 1, 4, 1});
     if (T <= 8) variants.push_back({"direct, batched <= 64 regs, PDL", 2, 0, 5, 1});
     if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
+    if (T == 8 || T == 40) variants.push_back({"routed, registers, down ks=4", 1, 4, 1, 2});
+    if (T == 8 || T == 40) variants.push_back({"routed, batched <= 64 regs", 1, 0, 5, 2});
+    if (T == 8 || T == 40) variants.push_back({"routed, batched <= 64 regs, down ks=4", 1, 4, 5, 2});
     if (T == 40 && !g_decode) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
     if (T == 512 || T == 2048) variants.push_back({"routed, registers", 1, 0, 1, 2});
     if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
@@ -763,7 +794,9 @@ int main(int argc, char** argv) {
   bool w4a4_prefill = false;  // --w4a4-prefill: bench_w4a4_fp8.cu only
   bool moe_decode = false;    // --moe-decode: --decode's MoE rows only
   bool checks = false;        // --checks: the W4A4 quantizer and the device re-layout, bit-exact, only
+  bool read_probe = false;    // --read-probe: ways of streaming a weight's bytes (read_floor_probe.h)
   std::vector<int> moe_tokens = {512, 2048, 8192};
+  std::vector<int> decode_tokens = {1, 2, 8, 40};  // --moe-decode; --moe-tokens T: T only
   const char* json = nullptr;
   g_seed = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
            std::random_device{}();
@@ -772,17 +805,18 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--moe-prefill")) moe_prefill = true;
     else if (!std::strcmp(argv[i], "--w4a4-prefill")) w4a4_prefill = true;
-    else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])};
+    else if (!std::strcmp(argv[i], "--moe-tokens") && i + 1 < argc) moe_tokens = {std::atoi(argv[++i])}, decode_tokens = moe_tokens;
     else if (!std::strcmp(argv[i], "--moe-only") && i + 1 < argc) g_moe_only = argv[++i];
     else if (!std::strcmp(argv[i], "--decode")) g_decode = true;
     else if (!std::strcmp(argv[i], "--moe-decode")) g_decode = moe_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
     else if (!std::strcmp(argv[i], "--dense-small")) g_dense_small = true;
     else if (!std::strcmp(argv[i], "--checks")) checks = true;
+    else if (!std::strcmp(argv[i], "--read-probe")) read_probe = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--checks] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--checks] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -804,6 +838,13 @@ int main(int argc, char** argv) {
     measure_copy(s);
     if (w4a4_prefill) {
       mxbench::bench_w4a4_prefill(moe_tokens, g_seed, g_copy_gbps, s);
+      return 0;
+    }
+    if (read_probe) {
+      for (const Shape& sh : {Shape{"dense_gate_up", 36864, 7168}, Shape{"dense_down", 7168, 18432}}) {
+        bench_read_floor(sh, s);
+        bench_read_probes(sh, s);
+      }
       return 0;
     }
     if (checks) {
@@ -828,7 +869,7 @@ int main(int argc, char** argv) {
       bench_dense({"expert_down", 7168, 2048}, {16, 64}, s, false);
       bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, true);
     } else if (moe_decode) {
-      bench_moe({1, 2, 8, 40}, s, 384);
+      bench_moe(decode_tokens, s, 384);
     } else if (g_decode) {
       bench_dense({"dense_gate_up", 36864, 7168}, {1, 8}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {1, 8}, s, false);
