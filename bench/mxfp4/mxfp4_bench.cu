@@ -576,13 +576,6 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
       variants.push_back(variant("routed, wide", 1, 0, 6, 2, true));
     }
     if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
-    // Streamed weights (weight_loads 7, fused_moe_stream.cu): one persistent
-    // CTA per SM, bulk copies into a shared-memory ring.
-    if (T <= 40) {
-      variants.push_back(variant("routed, streamed, PDL", 1, 0, 7, 0));
-      variants.push_back(variant("routed, streamed, PDL", 1, 0, 7, 0, true));
-      variants.push_back(variant("routed, streamed, no PDL", 1, 0, 7, 2));
-    }
     if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
     if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
     if ((T == 1 || T == 40) && !g_decode) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
@@ -593,9 +586,6 @@ void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
     if (T <= 8) variants.push_back({"direct, batched registers, PDL, down ks=1", 2, 1, 4, 1});
     if (T <= 8) variants.push_back({"direct, batched <= 64 regs, PDL", 2, 0, 5, 1});
     if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
-    if (T == 8 || T == 40) variants.push_back({"routed, registers, down ks=4", 1, 4, 1, 2});
-    if (T == 8 || T == 40) variants.push_back({"routed, batched <= 64 regs", 1, 0, 5, 2});
-    if (T == 8 || T == 40) variants.push_back({"routed, batched <= 64 regs, down ks=4", 1, 4, 5, 2});
     if (T == 40 && !g_decode) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
     if (T == 512 || T == 2048) variants.push_back({"routed, registers", 1, 0, 1, 2});
     if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});

@@ -275,10 +275,8 @@ void check_first_decode_slices(const MoeConfig& config, int ks) {
                kGateUpWarps);
 }
 
-// MoeConfig::weight_loads of the wide-CTA kernels (fused_moe_decode.cu) and
-// of the streamed kernels (fused_moe_stream.cu, routed path only).
+// MoeConfig::weight_loads of the wide-CTA kernels (fused_moe_decode.cu).
 constexpr int kWideLoads = 6;
-constexpr int kStreamLoads = 7;
 
 // MoeConfig::path values.
 enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4,
@@ -383,11 +381,9 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
   if (path == kPrefillPath && (2 * I) % 128)
     fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
   if (path == kWsPath) check_moe_prefill_ws_shape(w);
-  if (config.weight_loads < 0 || config.weight_loads > kStreamLoads || config.pdl < 0 || config.pdl > 2)
-    fail_input("fused_moe_decode: weight_loads must be 0..7 and pdl 0..2, got {} and {}",
+  if (config.weight_loads < 0 || config.weight_loads > kWideLoads || config.pdl < 0 || config.pdl > 2)
+    fail_input("fused_moe_decode: weight_loads must be 0..6 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
-  if (config.weight_loads == kStreamLoads && path != kRouted)
-    fail_input("fused_moe_decode: weight_loads 7 (streamed) runs on the routed path (1) only, got path {}", path);
   if (wide) check_wide_decode_slices(config.gate_up_k_slices, config.down_k_slices);
   else check_first_decode_slices(config, ks);
   if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3 || config.ws_gate_up_depth < 0 ||
@@ -426,7 +422,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const int loads = config.weight_loads                                   ? config.weight_loads
                     : path == kDirectPath && pairs <= kDirectAutoPairs ? kWideLoads
                                                                        : 1;
-  const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs || loads == kStreamLoads;
+  const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const bool wide = loads == kWideLoads;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   check_decode_config(w, config, path, pairs, wide, ks);
@@ -461,8 +457,6 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream, config);
   if (path == kWgmmaPath)
     return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
-  if (loads == kStreamLoads)
-    return launch_moe_decode_stream(w, x, topk_weights, T, topk, out, s, stream, pdl);
   if (wide) {
     WideDecodeConfig wc;
     wc.direct = path == kDirectPath;

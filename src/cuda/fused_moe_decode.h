@@ -30,12 +30,4 @@ void launch_moe_decode_wide(const MoeWeights& w, const uint16_t* x, const int* i
                             const float* topk_weights, int T, int topk, float* out,
                             const MoeScratch& s, cudaStream_t stream, const WideDecodeConfig& c);
 
-// MoeConfig::weight_loads 7 (fused_moe_stream.cu), routed path, after the
-// router: gate_up (+SiLU*up), W4A4's h quantizer, down (+weighted combine
-// into out) as persistent CTAs, one per SM, each streaming a contiguous range
-// of (expert, strip) units through a bulk-copy ring. pdl: down launched with
-// programmatic dependent launch.
-void launch_moe_decode_stream(const MoeWeights& w, const uint16_t* x, const float* topk_weights, int T,
-                              int topk, float* out, const MoeScratch& s, cudaStream_t stream, bool pdl);
-
 }  // namespace mx::cuda
