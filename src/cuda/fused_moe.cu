@@ -50,6 +50,9 @@ constexpr int kBatchedLoads = -2;
 // of 4 warps per SM instead of 6 (4-tile batches spill at 64 registers).
 constexpr int kBatchedTightLoads = -3;
 constexpr int moe_min_ctas_per_sm(int depth) { return depth == kBatchedTightLoads ? 8 : 1; }
+// down with register loads: 8 CTAs of 4 warps per SM (<= 64 registers; ptxas
+// took 68 unbounded, which leaves 7).
+constexpr int moe_down_min_ctas_per_sm(int depth) { return depth == 0 ? 8 : moe_min_ctas_per_sm(depth); }
 
 // Shared-memory bytes of one warp's weight ring for a kDepth (0: none).
 template <int kDepth>
@@ -221,7 +224,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, moe_min_ctas_per_sm(kDepth)
 
 // CTA = kDownWarps warps = (kDownWarps / kKs) strips x kKs K-slices.
 template <int kKs, bool kBig, int kDepth, bool kDirect>
-__global__ void __launch_bounds__(kDownWarps * 32, moe_min_ctas_per_sm(kDepth))
+__global__ void __launch_bounds__(kDownWarps * 32, moe_down_min_ctas_per_sm(kDepth))
     down_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                 const int* __restrict__ ids, int pairs, int E, int H, int I, int topk, MoeScratch s,
                 const float* __restrict__ weights, float* __restrict__ out) {
