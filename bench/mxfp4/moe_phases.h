@@ -1,5 +1,5 @@
 // Per-phase timing of one fused-MoE call on path 5 (the --moe-prefill part of
-// mxfp4_bench.cu): MoeConfig::phase_events makes fused_moe_decode record
+// moe_bench.cu): MoeConfig::phase_events makes fused_moe_decode record
 // kMoePhaseEvents events between its launches; `iters` calls run back to back
 // (as in the timed rows) and each phase's median is reported, so that the
 // router, tile map, gather and the two GEMMs can be told apart, launch gaps

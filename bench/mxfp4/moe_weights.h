@@ -1,6 +1,6 @@
-// Random MXFP4 MoE weights for the bench's fused-MoE parts (mxfp4_bench.cu,
-// bench_w4a4_fp8.cu): the checkpoint layout the references read, and the
-// kernel layout (gate_up rows interleaved) fused_moe_decode reads.
+// Random MXFP4 MoE weights for the bench's fused-MoE parts (moe_bench.cu,
+// bench_w4a4_fp8.cu, profile_runs.cu): the checkpoint layout the references
+// read, and the kernel layout (gate_up rows interleaved) fused_moe_decode reads.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -33,6 +33,9 @@
 // --read-probe: only the copy bandwidth and, for the two large weights, that
 // read-only kernel beside other ways of streaming the same bytes (LDG per-CTA
 // ranges, bulk copies into a shared-memory ring; read_floor_probe.h).
+//
+// The fused-MoE rows are moe_bench.cu's (variants in moe_variants.cc); the
+// row table, emit() and the seed sequence, shared by both, bench_rows.h.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,7 +44,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -54,63 +56,17 @@
 #include "reference_kernels.cuh"
 #include "timing.h"
 #include "device_buffer.h"
-#include "moe_weights.h"
 #include "bench_w4a4_fp8.h"
-#include "moe_phases.h"
 #include "permuted_x_probe.h"
 #include "read_floor_probe.h"
 #include "profile_runs.h"
+#include "bench_rows.h"
+#include "moe_bench.h"
 
 namespace {
 
 using namespace mx::cuda;
 using namespace mxbench;
-
-#define CK(x) check_cuda_call((x), #x)
-
-struct Row {  // one result line
-  std::string kernel, shape, mode, note;
-  int M = 0;
-  double us = 0, floor_us = 0, rel_err = -1;
-  long nan_count = -1;
-  double extra = 0;  // MoE: touched experts
-};
-std::vector<Row> g_rows;
-std::FILE* g_json = nullptr;
-bool g_decode = false;  // --decode
-bool g_dense = false;   // --dense
-bool g_dense_small = false;  // --dense-small
-// --moe-only A|B|..: the fused-MoE rows whose label contains one of the
-// '|'-separated parts, the others skipped (a few kernels under ncu without
-// the rest of the table).
-const char* g_moe_only = nullptr;
-
-bool moe_row_selected(const char* label) {
-  if (!g_moe_only) return true;
-  const std::string only = g_moe_only;
-  for (size_t b = 0, e; b <= only.size(); b = e + 1) {
-    e = only.find('|', b);
-    if (e == std::string::npos) e = only.size();
-    if (e > b && std::strstr(label, only.substr(b, e - b).c_str())) return true;
-  }
-  return false;
-}
-
-void emit(const Row& r) {
-  g_rows.push_back(r);
-  char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "{\"kernel\":\"%s\",\"shape\":\"%s\",\"M\":%d,\"mode\":\"%s\",\"us\":%.3f,"
-                "\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,\"touched\":%.1f,"
-                "\"note\":\"%s\"}",
-                r.kernel.c_str(), r.shape.c_str(), r.M, r.mode.c_str(), r.us, r.floor_us,
-                r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.extra, r.note.c_str());
-  std::printf("%s\n", buf);
-  std::fflush(stdout);
-  if (g_json) std::fprintf(g_json, "%s\n", buf), std::fflush(g_json);
-}
-
-double g_copy_gbps = 0;
 
 void measure_copy(cudaStream_t s) {
   const size_t bytes = size_t(2) << 30;
@@ -169,9 +125,6 @@ ErrStats compare(const std::vector<uint16_t>& out_bf16, const std::vector<float>
   }
   return {std::sqrt(num / std::max(den, 1e-300)), nan};
 }
-
-uint64_t g_seed = 0;
-uint64_t next_seed() { return g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull; }
 
 // The W4A4 quantizer on the GPU against the host reference, bit for bit, on
 // random and adversarial blocks.
@@ -454,326 +407,6 @@ void bench_read_probes(const Shape& sh, cudaStream_t s) {
     r.floor_us = floor_us(double(bytes));
     r.note = p.label;
     emit(r);
-  }
-}
-
-// Fused MoE, Kimi-K2.5 layer shape.
-void bench_moe(const std::vector<int>& Ts, cudaStream_t s, int E) {
-  const int H = 7168, I = 2048, topk = 8;
-  const BenchMoeWeights mw(E, H, I, [] { return next_seed(); }, s);
-  const MoeWeights& w = mw.w;
-  std::mt19937_64 rng(next_seed());
-  for (int T : Ts) {
-    // Routing sets (rotated while timing): distinct experts per token, positive
-    // weights summing to 1. Prefill sizes use 2 sets (their weights exceed L2
-    // anyway).
-    const int sets = T >= 512 ? 2 : 8;
-    const RandomRouting routing(sets, T, topk, E, rng);
-    const std::vector<int>& ids = routing.ids;
-    const std::vector<float>& wts = routing.weights;
-    const std::vector<double>& touched = routing.experts_touched;
-    DeviceBuffer<int> dids(ids.size());
-    DeviceBuffer<float> dw(wts.size());
-    CK(cudaMemcpy(dids.p, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dw.p, wts.data(), wts.size() * 4, cudaMemcpyHostToDevice));
-    DeviceBuffer<uint16_t> x(size_t(sets) * T * H);
-    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    // x quantize-dequantized per 32, for the W4A4 rows whose caller did it.
-    DeviceBuffer<uint16_t> xq(x.n);
-    mxfp4_qdq_activations(x.p, xq.p, sets * T, H, s);
-    DeviceBuffer<float> out(size_t(sets) * T * H);
-    const size_t ws_bytes = fused_moe_workspace_bytes(w, T, topk);
-    DeviceBuffer<uint8_t> ws(ws_bytes * sets);
-    // Reference on set 0 for every token, or for 32 evenly spaced tokens when
-    // T > 40 (each reference pair is three launches).
-    std::vector<int> check_tokens;
-    for (int t = 0; t < T; ++t)
-      if (T <= 40 || t % (T / 32) == 0) check_tokens.push_back(t);
-    // ref4: the W4A4 contract (x and h quantize-dequantized per 32 by the
-    // quantizer that check_quantizer proves bit-exact to the host reference).
-    std::vector<double> ref(check_tokens.size() * size_t(H), 0.0), ref4(ref.size(), 0.0);
-    {
-      DeviceBuffer<float> gu(2 * I), y(H);
-      DeviceBuffer<uint16_t> h(I), xq(H);
-      std::vector<float> hy;
-      for (size_t ci = 0; ci < check_tokens.size(); ++ci) {
-        const int t = check_tokens[ci];
-        mxfp4_qdq_activations(x.p + size_t(t) * H, xq.p, 1, H, s);
-        for (int k = 0; k < topk; ++k) {
-          const int e = ids[size_t(t) * topk + k];
-          for (int q = 0; q < 2; ++q) {
-            reference_linear(mw.r13c.p + e * mw.c13, mw.r13s.p + e * mw.s13, 2 * I, H, q ? xq.p : x.p + size_t(t) * H, 1, gu.p, s);
-            reference_silu_mul(gu.p, I, h.p, s);
-            if (q) mxfp4_qdq_activations(h.p, h.p, 1, I, s);
-            reference_linear(mw.r2c.p + e * mw.c2, mw.r2s.p + e * mw.s2, H, I, h.p, 1, y.p, s);
-            hy = y.download();
-            std::vector<double>& rq = q ? ref4 : ref;
-            for (int n = 0; n < H; ++n) rq[ci * H + n] += double(wts[size_t(t) * topk + k]) * hy[n];
-          }
-        }
-      }
-    }
-    const double avg_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / sets;
-    const double bytes = avg_touched * 3.0 * H * I * 0.53125 + 2.0 * T * H + 4.0 * T * H;
-    const double flops = 6.0 * T * topk * double(H) * I;
-    const int iters = T >= 512 ? 20 : 200;
-    // MoeConfig fields per variant; all 0 = auto (also timed as a CUDA graph).
-    struct Variant {
-      const char* label;
-      int path, down_ks, loads, pdl;
-      bool w4a4 = false;  // MoeWeights::w4a4: checked against ref4
-      int ws_down = 0;    // MoeConfig::ws_down_epilogue (path 5)
-      int ws_depth = 0;    // MoeConfig::ws_gate_up_depth (path 5)
-      int gate_up_ks = 0;  // MoeConfig::gate_up_k_slices
-      bool x_pre = false;  // W4A4: x quantized by the caller (MoeConfig::x_quantized), as CudaOps does
-      int ws_ctas = 0;     // MoeConfig::ws_ctas (path 5)
-      int ws_dequant = 0;  // MoeConfig::ws_dequant (path 5)
-      int ws_items = 0;    // MoeConfig::ws_gate_up_items (path 5)
-    };
-    std::vector<Variant> variants = {{"auto", 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, true}};
-    // Decode variants with named fields (others append fields to Variant).
-    auto variant = [](const char* label, int path, int down_ks, int loads, int pdl, bool w4a4 = false,
-                      int gate_up_ks = 0, bool x_pre = false) {
-      Variant v{label, path, down_ks, loads, pdl};
-      v.w4a4 = w4a4;
-      v.gate_up_ks = gate_up_ks;
-      v.x_pre = x_pre;
-      return v;
-    };
-    // The rule before the wide kernels (2026-11-30): direct + PDL with 3-tile
-    // batches at 1 token, direct + PDL with register loads at 2, routed above.
-    const Variant before = T == 1   ? variant("before: direct, batched <= 64 regs, PDL", 2, 0, 5, 1)
-                           : T == 2 ? variant("before: direct, registers, PDL", 2, 0, 1, 1)
-                                    : variant("before: routed, registers", 1, 0, 1, 2);
-    if (T <= 40) {
-      variants.push_back(before);
-      Variant b4 = before;
-      b4.w4a4 = true;
-      variants.push_back(b4);
-      b4.x_pre = true;
-      b4.label = T == 1 ? "before: direct, batched <= 64 regs, PDL, x quantized by the caller"
-                 : T == 2 ? "before: direct, registers, PDL, x quantized by the caller"
-                          : "before: routed, registers, x quantized by the caller";
-      variants.push_back(b4);
-    }
-    if (T <= 8) {
-      variants.push_back(variant("direct, wide, PDL", 2, 0, 6, 1));
-      variants.push_back(variant("direct, wide, PDL", 2, 0, 6, 1, true));
-      variants.push_back(variant("direct, wide, PDL, x quantized by the caller", 2, 0, 6, 1, true, 0, true));
-    }
-    if (T == 1) {
-      variants.push_back(variant("direct, wide, PDL, gate_up ks=4", 2, 0, 6, 1, false, 4));
-      variants.push_back(variant("direct, wide, PDL, gate_up ks=1", 2, 0, 6, 1, false, 1));
-      variants.push_back(variant("direct, wide, PDL, down ks=4", 2, 4, 6, 1));
-      variants.push_back(variant("direct, wide, PDL, down ks=1", 2, 1, 6, 1));
-      variants.push_back(variant("direct, wide, no PDL", 2, 0, 6, 2));
-    }
-    if (T == 2) variants.push_back(variant("direct, wide, PDL, gate_up ks=2", 2, 0, 6, 1, false, 2));
-    if (T == 2) variants.push_back(variant("direct, wide, PDL, down ks=4", 2, 4, 6, 1));
-    if (T == 8 || T == 40) {
-      variants.push_back(variant("routed, wide", 1, 0, 6, 2));
-      variants.push_back(variant("routed, wide, PDL", 1, 0, 6, 1));
-      variants.push_back(variant("routed, wide", 1, 0, 6, 2, true));
-    }
-    if (T <= 40) variants.push_back({"routed, registers, PDL", 1, 0, 1, 1});
-    if (T <= 8) variants.push_back({"direct, registers", 2, 0, 1, 2});
-    if (T <= 8) variants.push_back({"direct, registers, PDL", 2, 0, 1, 1});
-    if ((T == 1 || T == 40) && !g_decode) variants.push_back({"routed, ring, PDL", 1, 0, 2, 1});
-    // Bulk rings (74-80 us at 1 token, 2026-11-30): not in --decode any more.
-    if (T <= 8 && !g_decode) variants.push_back({"direct, bulk, PDL", 2, 0, 3, 1});
-    if (T <= 8 && !g_decode) variants.push_back({"direct, bulk, PDL, down ks=1", 2, 1, 3, 1});
-    if (T <= 8) variants.push_back({"direct, batched registers, PDL", 2, 0, 4, 1});
-    if (T <= 8) variants.push_back({"direct, batched registers, PDL, down ks=1", 2, 1, 4, 1});
-    if (T <= 8) variants.push_back({"direct, batched <= 64 regs, PDL", 2, 0, 5, 1});
-    if (T == 8 || T == 40) variants.push_back({"routed, batched registers", 1, 0, 4, 2});
-    if (T == 40 && !g_decode) variants.push_back({"routed, bulk, PDL", 1, 0, 3, 1});
-    if (T == 512 || T == 2048) variants.push_back({"routed, registers", 1, 0, 1, 2});
-    if (T >= 512) variants.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
-    if (T >= 512) variants.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
-    if (T >= 512) variants.push_back({"prefill on wgmma, warp-specialized", 5, 0, 0, 0});
-    // Path 5's gate_up pipeline depth x down epilogue (MoeConfig::ws_gate_up_depth,
-    // ws_down_epilogue); (1, 1) is path 5 as of 2026-11-30.
-    for (int depth : {1, 2})
-      for (int down : {1, 2, 3})
-        for (bool w4a4 : {false, true}) {
-          if (T < 512 || (w4a4 && (T < 2048 || depth != down)) || (down == 3 && depth == 1)) continue;
-          static const char* const labels[2][3] = {
-              {"warp-specialized, gate_up wait_group 1, down atomics (2026-11-30)",
-               "warp-specialized, gate_up wait_group 1, down deferred", ""},
-              {"warp-specialized, gate_up wait_group 2, down atomics",
-               "warp-specialized, gate_up wait_group 2, down deferred",
-               "warp-specialized, gate_up wait_group 2, down 3/4 deferred, 5 stages"}};
-          Variant v{labels[depth - 1][down - 1], 5, 0, 0, 0, w4a4, down};
-          v.ws_depth = depth;
-          v.ws_items = 1;  // the 256-row items these settings belong to
-          variants.push_back(v);
-        }
-    // Path 5 with a dequant warpgroup feeding SS wgmma (MoeConfig::ws_dequant):
-    // gate_up only (2), both GEMMs with down's first 8 steps deferred (3, down
-    // epilogue auto) or its atomics (3, down 1), beside the RS rows above.
-    if (T >= 512)
-      for (int dq : {2, 3})
-        for (int down : {0, 1})
-          for (bool w4a4 : {false, true}) {
-            if ((dq == 2 && down == 1) || (w4a4 && (T < 2048 || down == 1))) continue;
-            static const char* const dq_labels[3] = {
-                "warp-specialized, dequant warpgroup + SS wgmma: gate_up",
-                "warp-specialized, dequant warpgroup + SS wgmma: both, down 8 steps deferred",
-                "warp-specialized, dequant warpgroup + SS wgmma: both, down atomics"};
-            Variant v{dq_labels[dq == 2 ? 0 : down == 0 ? 1 : 2], 5, 0, 0, 0, w4a4, down};
-            v.ws_dequant = dq;
-            variants.push_back(v);
-          }
-    // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
-    // auto, which takes the wide items from 160 pairs per expert.
-    if (T >= 2048)
-      for (bool w4a4 : {false, true}) {
-        Variant v{"warp-specialized, gate_up items 256 rows x 128 pairs (auto before 2026-12-01 s8)", 5, 0, 0, 0, w4a4};
-        v.ws_items = 1;
-        variants.push_back(v);
-      }
-    // Path 5's gate_up on items of 128 rows x up to 256 pairs (one per expert
-    // and row block at ~171 pairs per expert), beside auto.
-    if (T >= 512)
-      for (bool w4a4 : {false, true}) {
-        Variant v{"warp-specialized, gate_up items 128 rows x 256 pairs", 5, 0, 0, 0, w4a4};
-        v.ws_items = 2;
-        variants.push_back(v);
-      }
-    // Path 5 on 3 persistent CTAs: each runs many items, so down's deferred adds
-    // cross items and the last item's are flushed at the end (a correctness
-    // row; one CTA per SM leaves ~1 item per CTA at small sizes).
-    if (T == 512)
-      for (bool w4a4 : {false, true}) {
-        Variant v{"warp-specialized, 3 CTAs (many items each)", 5, 0, 0, 0, w4a4};
-        v.ws_ctas = 3;
-        variants.push_back(v);
-        v.label = "warp-specialized, dequant warpgroup both GEMMs, 3 CTAs (many items each)";
-        v.ws_dequant = 3;
-        variants.push_back(v);
-        v.label = "warp-specialized, gate_up items 128 rows x 256 pairs, 3 CTAs (many items each)";
-        v.ws_dequant = 0;
-        v.ws_items = 2;
-        variants.push_back(v);
-      }
-    // Decode sizes: the auto and the previous rule once more at the end, so
-    // that an order effect (clocks, L2 state) shows as a difference between
-    // two rows of one configuration.
-    if (T <= 2) {
-      Variant again = variants[0];
-      again.label = "auto, again";
-      variants.push_back(again);
-      again = before;
-      again.label = T == 1 ? "before: direct, batched <= 64 regs, PDL, again" : "before: direct, registers, PDL, again";
-      variants.push_back(again);
-    }
-    bool warmed = false;
-    for (const Variant& v : variants) {
-      if (!moe_row_selected(v.label)) continue;
-      MoeConfig cfg;
-      cfg.path = v.path;
-      cfg.down_k_slices = v.down_ks;
-      cfg.weight_loads = v.loads;
-      cfg.pdl = v.pdl;
-      cfg.gate_up_k_slices = v.gate_up_ks;
-      cfg.x_quantized = v.x_pre;
-      const uint16_t* xin = v.x_pre ? xq.p : x.p;
-      cfg.ws_down_epilogue = v.ws_down;
-      cfg.ws_gate_up_depth = v.ws_depth;
-      cfg.ws_ctas = v.ws_ctas;
-      cfg.ws_dequant = v.ws_dequant;
-      cfg.ws_gate_up_items = v.ws_items;
-      MoeWeights wv = w;
-      wv.w4a4 = v.w4a4;
-      const std::vector<double>& rv = v.w4a4 ? ref4 : ref;
-      auto step = [&](int st) {
-        fused_moe_decode(wv, xin + size_t(st) * T * H, dids.p + size_t(st) * T * topk,
-                         dw.p + size_t(st) * T * topk, T, topk, out.p + size_t(st) * T * H,
-                         ws.p + ws_bytes * st, s, cfg);
-      };
-      if (!warmed && T <= 40) {  // the GPU runs the first timed rows at full clocks
-        warmed = true;
-        for (int i = 0; i < 2000 / T; ++i) step(i % sets);
-      }
-      // Correctness on set 0: poisoned output and scratch, fresh inputs.
-      CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
-      CK(cudaMemsetAsync(ws.p, 0xFF, ws.n, s));
-      step(0);
-      CK(cudaStreamSynchronize(s));
-      std::vector<float> got = out.download();
-      double num = 0, den = 0;
-      long nan = 0;
-      for (size_t i = 0; i < size_t(T) * H; ++i) nan += std::isnan(got[i]);
-      for (size_t ci = 0; ci < check_tokens.size(); ++ci)
-        for (int n = 0; n < H; ++n) {
-          const double o = got[size_t(check_tokens[ci]) * H + n], r = rv[ci * H + n];
-          if (std::isnan(o)) continue;
-          num += (o - r) * (o - r);
-          den += r * r;
-        }
-      // Path 5 on a few CTAs: the reference covers 32 tokens, which may miss the
-      // tile of the CTAs' last items, so the whole output is also compared with
-      // the default grid's (FP32 atomics in another order: ~1e-7 apart).
-      double grid_diff = -1;
-      if (v.ws_ctas) {
-        MoeConfig full = cfg;
-        full.ws_ctas = 0;
-        CK(cudaMemsetAsync(out.p, 0xFF, out.n * 4, s));
-        fused_moe_decode(wv, xin, dids.p, dw.p, T, topk, out.p, ws.p, s, full);
-        CK(cudaStreamSynchronize(s));
-        const std::vector<float> base = out.download();
-        double dn = 0, dd = 0;
-        for (size_t i = 0; i < size_t(T) * H; ++i) {
-          dn += (double(got[i]) - base[i]) * (double(got[i]) - base[i]);
-          dd += double(base[i]) * base[i];
-        }
-        grid_diff = std::sqrt(dn / std::max(dd, 1e-300));
-      }
-      Row r;
-      r.kernel = "fused_moe";
-      r.shape = "kimi E" + std::to_string(E) + " H7168 I2048 top8";
-      r.M = T;
-      r.mode = v.w4a4 ? "W4A4" : "W4A16";
-      r.us = median_us([&](int i) { step(i % sets); }, iters, s);
-      // From 512 tokens the MoE is compute-shaped: the floor is the larger of the
-      // byte floor and the FLOPs at the BF16 dense datasheet peak (989 TFLOP/s).
-      r.floor_us = T >= 512 ? std::max(floor_us(bytes), flops / 989e6) : floor_us(bytes);
-      r.rel_err = std::sqrt(num / std::max(den, 1e-300));
-      r.nan_count = nan;
-      r.extra = avg_touched;
-      char tf[64];
-      std::snprintf(tf, sizeof tf, ", %.0f TFLOP/s", flops / r.us / 1e6);
-      r.note = std::string(v.label) + ", events" + (T >= 512 ? tf : "") +
-               (T > 40 ? ", err on 32 tokens" : "");
-      if (v.ws_ctas) {  // the report's error bound then judges the whole output too
-        char gd[96];
-        std::snprintf(gd, sizeof gd, ", whole output vs one CTA per SM %.2e", grid_diff);
-        r.note += gd;
-        r.rel_err = std::isfinite(grid_diff) ? std::max(r.rel_err, grid_diff) : 1.0;
-      }
-      // Path 5 (forced, or auto from 2048 tokens): each phase of the call timed.
-      if (T >= 2048 && (v.path == 0 || v.path == 5) && v.ws_ctas == 0)
-        r.note += mxbench::moe_phase_note([&](int i) { step(i % sets); }, cfg, 10, s);
-      emit(r);
-      // Graph rows for auto and the bulk variants.
-      // Prefill sizes: the warp-specialized path only (its host-side tensor maps
-      // must be captured by value).
-      if (T >= 512 ? v.path != 5 || v.ws_down != 0 || v.ws_depth != 0 || v.ws_ctas != 0 || v.ws_items == 1 : !((v.path == 0 && v.pdl == 0) || v.loads >= 3 || v.label[0] == 'b')) continue;
-      // The same steps replayed from a CUDA graph (proves capture, removes launch gaps).
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int st = 0; st < sets; ++st) step(st);
-      CK(cudaStreamEndCapture(s, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      const double graph_us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 50, s) / sets;
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      Row g = r;
-      g.us = graph_us;
-      g.note = std::string(v.label) + ", CUDA graph, mean of " + std::to_string(sets) + " steps";
-      emit(g);
-    }
   }
 }
 

@@ -1,0 +1,46 @@
+// The result rows and run state shared by mxfp4_bench's parts (bench_rows.h).
+#include "bench_rows.h"
+
+#include <cstring>
+
+namespace mxbench {
+
+std::vector<Row> g_rows;
+std::FILE* g_json = nullptr;
+bool g_decode = false;
+bool g_dense = false;
+bool g_dense_small = false;
+const char* g_moe_only = nullptr;
+double g_copy_gbps = 0;
+uint64_t g_seed = 0;
+
+bool moe_row_selected(const char* label) {
+  if (!g_moe_only) return true;
+  const std::string only = g_moe_only;
+  for (size_t b = 0, e; b <= only.size(); b = e + 1) {
+    e = only.find('|', b);
+    if (e == std::string::npos) e = only.size();
+    if (e > b && std::strstr(label, only.substr(b, e - b).c_str())) return true;
+  }
+  return false;
+}
+
+void emit(const Row& r) {
+  g_rows.push_back(r);
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "{\"kernel\":\"%s\",\"shape\":\"%s\",\"M\":%d,\"mode\":\"%s\",\"us\":%.3f,"
+                "\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,\"touched\":%.1f,"
+                "\"note\":\"%s\"}",
+                r.kernel.c_str(), r.shape.c_str(), r.M, r.mode.c_str(), r.us, r.floor_us,
+                r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.extra, r.note.c_str());
+  std::printf("%s\n", buf);
+  std::fflush(stdout);
+  if (g_json) std::fprintf(g_json, "%s\n", buf), std::fflush(g_json);
+}
+
+double floor_us(double bytes) { return bytes / (g_copy_gbps * 1e3); }
+
+uint64_t next_seed() { return g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull; }
+
+}  // namespace mxbench
