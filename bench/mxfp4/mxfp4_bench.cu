@@ -83,32 +83,6 @@ void measure_copy(cudaStream_t s) {
   emit(r);
 }
 
-double floor_us(double bytes) { return bytes / (g_copy_gbps * 1e3); }
-
-// --dense-small: the practical floor of one launch that only reads a weight's
-// bytes once (16-byte loads that skip L1, 4 in flight per thread, 2048 threads
-// per SM), timed like the GEMMs: events around each launch, copies rotated past
-// the L2. What a GEMM launch of that weight could reach at best.
-__global__ void read_only_kernel(const uint4* __restrict__ p, size_t n, uint32_t* out) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  uint32_t acc = 0;
-  auto load = [](const uint4* q) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
-    return v.x ^ v.y ^ v.z ^ v.w;
-  };
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint32_t v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = load(p + i + k * stride);
-    acc ^= v[0] ^ v[1] ^ v[2] ^ v[3];
-  }
-  for (; i < n; i += stride) acc ^= load(p + i);
-  if (acc == 0x9E3779B9u) out[blockIdx.x] = acc;  // depends on the data: the loads stay
-}
-
 struct ErrStats {
   double rel = 0;
   long nan = 0;
@@ -368,46 +342,27 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
   }
 }
 
-void bench_read_floor(const Shape& sh, cudaStream_t s) {
-  const size_t bytes = size_t(sh.N) * sh.K / 2 + size_t(sh.N) * sh.K / 32;
-  const size_t n = bytes / 16;
-  const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 1.0, 32.0));
-  DeviceBuffer<uint8_t> buf(n * 16 * copies);
-  DeviceBuffer<uint32_t> out(4096);
-  fill_random_bytes(buf.p, buf.n, next_seed(), s);
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const double us = median_us(
-      [&](int i) {
-        const uint4* p = reinterpret_cast<const uint4*>(buf.p) + size_t(i % copies) * n;
-        read_only_kernel<<<sms * 8, 256, 0, s>>>(p, n, out.p);
-      },
-      200, s);
-  CK(cudaGetLastError());
-  Row r;
-  r.kernel = "read_only";
-  r.shape = std::string(sh.name) + " " + std::to_string(sh.N) + "x" + std::to_string(sh.K);
-  r.us = us;
-  r.floor_us = floor_us(double(bytes));
-  r.note = "one launch reading the weight bytes";
-  emit(r);
-}
-
-// --read-probe: other ways of reading the same bytes (read_floor_probe.h).
-void bench_read_probes(const Shape& sh, cudaStream_t s) {
+// A weight's bytes read once per launch, copies rotated past the L2: the
+// read-only launch (--dense-small: the practical floor of one launch, what a
+// GEMM launch of that weight could reach at best) and, with `probes`
+// (--read-probe), the other ways of reading them (read_floor_probe.h).
+void bench_read_floor(const Shape& sh, cudaStream_t s, bool probes) {
   const size_t bytes = size_t(sh.N) * sh.K / 2 + size_t(sh.N) * sh.K / 32;
   const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 1.0, 32.0));
   DeviceBuffer<uint8_t> buf(bytes * copies);
   fill_random_bytes(buf.p, buf.n, next_seed(), s);
-  for (const mxbench::ReadProbe& p : mxbench::run_read_probes(buf.p, bytes, copies, s)) {
+  auto row = [&](const char* kernel, double us, const std::string& note) {
     Row r;
-    r.kernel = "read_probe";
+    r.kernel = kernel;
     r.shape = std::string(sh.name) + " " + std::to_string(sh.N) + "x" + std::to_string(sh.K);
-    r.us = p.us;
+    r.us = us;
     r.floor_us = floor_us(double(bytes));
-    r.note = p.label;
+    r.note = note;
     emit(r);
-  }
+  };
+  row("read_only", time_read_only_launch(buf.p, bytes, copies, s), "one launch reading the weight bytes");
+  if (probes)
+    for (const ReadProbe& p : run_read_probes(buf.p, bytes, copies, s)) row("read_probe", p.us, p.label);
 }
 
 }  // namespace
@@ -465,8 +420,7 @@ int main(int argc, char** argv) {
     }
     if (read_probe) {
       for (const Shape& sh : {Shape{"dense_gate_up", 36864, 7168}, Shape{"dense_down", 7168, 18432}}) {
-        bench_read_floor(sh, s);
-        bench_read_probes(sh, s);
+        bench_read_floor(sh, s, true);
       }
       return 0;
     }
@@ -476,8 +430,8 @@ int main(int argc, char** argv) {
     } else if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
     } else if (g_dense_small) {
-      bench_read_floor({"dense_gate_up", 36864, 7168}, s);
-      bench_read_floor({"dense_down", 7168, 18432}, s);
+      bench_read_floor({"dense_gate_up", 36864, 7168}, s, false);
+      bench_read_floor({"dense_down", 7168, 18432}, s, false);
       bench_dense({"dense_gate_up", 36864, 7168}, {1, 8, 12, 16}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {1, 8, 12, 16}, s, false);
       bench_dense({"expert_gate_up", 4096, 7168}, {1, 16}, s, false);

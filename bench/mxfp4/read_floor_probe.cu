@@ -4,9 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstdlib>
 
+#include "cuda/device_info.h"
 #include "cuda/mxfp4_device.cuh"
+#include "device_buffer.h"
 #include "timing.h"
 
 namespace mxbench {
@@ -14,12 +15,6 @@ namespace mxbench {
 namespace {
 
 namespace dev = mx::cuda::dev;
-
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "read probe: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
 
 template <bool kL2Hint>
 __device__ __forceinline__ uint32_t load_xor(const uint4* q) {
@@ -31,6 +26,22 @@ __device__ __forceinline__ uint32_t load_xor(const uint4* q) {
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
   return v.x ^ v.y ^ v.z ^ v.w;
+}
+
+// The read-only launch: the whole grid strides over the weight, 4 loads in
+// flight per thread.
+__global__ void read_only_kernel(const uint4* __restrict__ p, size_t n, uint32_t* out) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint32_t v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = load_xor<false>(p + i + k * stride);
+    acc ^= v[0] ^ v[1] ^ v[2] ^ v[3];
+  }
+  for (; i < n; i += stride) acc ^= load_xor<false>(p + i);
+  if (acc == 0x9E3779B9u) out[blockIdx.x] = acc;  // depends on the data: the loads stay
 }
 
 // Each CTA reads one contiguous range, kInFlight 16-byte loads per thread
@@ -106,24 +117,35 @@ __global__ void bulk_range_kernel(const uint8_t* __restrict__ p, size_t bytes, i
   if (acc == 0x9E3779B9u) out[blockIdx.x] = acc;
 }
 
-int sm_count() {
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
-  return sms;
+}  // namespace
+
+namespace {
+
+// Median microseconds of `launch(copy)` over 200 launches, copies in turn.
+template <class Launch>
+double time_launches(const uint8_t* buf, size_t bytes, int copies, cudaStream_t s, Launch launch) {
+  const double us = median_us([&](int i) { launch(buf + size_t(i % copies) * bytes); }, 200, s);
+  check_cuda_call(cudaGetLastError(), "read probe launch");
+  return us;
 }
 
 }  // namespace
 
+double time_read_only_launch(const uint8_t* buf, size_t bytes, int copies, cudaStream_t s) {
+  DeviceBuffer<uint32_t> out(65536);
+  const int sms = mx::cuda::sm_count();
+  return time_launches(buf, bytes, copies, s, [&](const uint8_t* p) {
+    read_only_kernel<<<sms * 8, 256, 0, s>>>(reinterpret_cast<const uint4*>(p), bytes / 16, out.p);
+  });
+}
+
 std::vector<ReadProbe> run_read_probes(const uint8_t* buf, size_t bytes, int copies, cudaStream_t s) {
-  const int sms = sm_count();
-  uint32_t* out = nullptr;
-  check(cudaMalloc(&out, 65536 * sizeof(uint32_t)), "cudaMalloc");
+  const int sms = mx::cuda::sm_count();
+  DeviceBuffer<uint32_t> out_buf(65536);
+  uint32_t* out = out_buf.p;
   std::vector<ReadProbe> rows;
-  auto at = [&](int i) { return buf + size_t(i % copies) * bytes; };
   auto time = [&](const std::string& label, auto launch) {
-    const double us = median_us([&](int i) { launch(at(i)); }, 200, s);
-    check(cudaGetLastError(), label.c_str());
-    rows.push_back({label, us});
+    rows.push_back({label, time_launches(buf, bytes, copies, s, launch)});
   };
   const size_t n16 = bytes / 16;
   time("ldg range x8, 4 CTAs x 512 / SM", [&](const uint8_t* p) {
@@ -137,7 +159,7 @@ std::vector<ReadProbe> run_read_probes(const uint8_t* buf, size_t bytes, int cop
   });
   auto bulk = [&](auto kernel, int chunk, int stages, int ctas_per_sm, const char* what) {
     const int smem = stages * (chunk + 16);
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
+    check_cuda_call(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
     char label[160];
     std::snprintf(label, sizeof label, "bulk %d KB x %d stages, %d CTA%s / SM, %s", chunk / 1024, stages,
                   ctas_per_sm, ctas_per_sm > 1 ? "s" : "", what);
@@ -152,7 +174,6 @@ std::vector<ReadProbe> run_read_probes(const uint8_t* buf, size_t bytes, int cop
   bulk(bulk_range_kernel<16384, 4, true>, 16384, 12, 1, "LDS read");
   bulk(bulk_range_kernel<8192, 4, true>, 8192, 12, 2, "LDS read");
   bulk(bulk_range_kernel<4096, 4, true>, 4096, 24, 2, "LDS read");
-  check(cudaFree(out), "cudaFree");
   return rows;
 }
 

@@ -23,8 +23,13 @@ struct ReadProbe {
   double us = 0;
 };
 
-// Every probe variant on `copies` copies of `bytes` bytes each at `buf`
-// (16-byte aligned, bytes % 16 == 0).
+// Both take `copies` copies of `bytes` bytes each at `buf` (16-byte aligned,
+// bytes % 16 == 0), one copy per launch in turn.
+// The read-only launch (--dense-small's practical floor of one launch): 16-byte
+// loads that skip L1, grid-stride over the whole weight, 4 in flight per
+// thread, 8 CTAs x 256 threads per SM; microseconds per launch.
+double time_read_only_launch(const uint8_t* buf, size_t bytes, int copies, cudaStream_t s);
+// Every other probe variant (per-SM contiguous ranges by LDG or bulk copies).
 std::vector<ReadProbe> run_read_probes(const uint8_t* buf, size_t bytes, int copies, cudaStream_t s);
 
 }  // namespace mxbench
