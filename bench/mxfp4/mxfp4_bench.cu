@@ -151,6 +151,116 @@ void check_device_pack(cudaStream_t s) {
   emit(r);
 }
 
+// Two dependent GEMMs, y1 = W1 x and y2 = W2 y1, the second launched with
+// programmatic dependent launch right behind the first (y1 poisoned before
+// each run): y2 must equal, bit for bit, the same launches without PDL and
+// with a synchronization between them. A kernel that read x before its
+// griddepcontrol.wait would read y1 while the first GEMM still writes it.
+void check_pdl_chain(cudaStream_t s) {
+  const int N = 4096, K = 4096;
+  DeviceBuffer<uint8_t> raw_c(size_t(N) * K / 2), raw_s(size_t(N) * K / 32);
+  DeviceBuffer<uint8_t> c1(raw_c.n), s1(raw_s.n), c2(raw_c.n), s2(raw_s.n);
+  for (auto [c, sc] : {std::pair{&c1, &s1}, std::pair{&c2, &s2}}) {
+    fill_random_bytes(raw_c.p, raw_c.n, next_seed(), s);
+    fill_random_scales(raw_s.p, raw_s.n, next_seed(), 118, 123, s);
+    pack_mxfp4_device(raw_c.p, raw_s.p, N, K, nullptr, c->p, sc->p, s);
+  }
+  Mxfp4DeviceWeight w1, w2;
+  w1.codes = c1.p, w1.scales = s1.p, w2.codes = c2.p, w2.scales = s2.p;
+  w1.rows = w2.rows = N;
+  w1.cols = w2.cols = K;
+  for (auto [M, kernel] : {std::pair{1, 0}, std::pair{1, 5}, std::pair{16, 0}, std::pair{16, 9}}) {
+    DeviceBuffer<uint16_t> x(size_t(M) * K), y1(size_t(M) * N), y2(y1.n);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    GemmConfig plain, pdl;
+    plain.kernel = pdl.kernel = kernel;
+    plain.pdl = -1;
+    pdl.pdl = 1;
+    mxfp4_gemm(w1, x.p, M, y1.p, s, plain);
+    CK(cudaStreamSynchronize(s));
+    mxfp4_gemm(w2, y1.p, M, y2.p, s, plain);
+    CK(cudaStreamSynchronize(s));
+    const std::vector<uint16_t> want = y2.download();
+    long diff = 0;
+    for (int rep = 0; rep < 10; ++rep) {
+      CK(cudaMemsetAsync(y1.p, 0xFF, y1.n * 2, s));
+      CK(cudaMemsetAsync(y2.p, 0xFF, y2.n * 2, s));
+      mxfp4_gemm(w1, x.p, M, y1.p, s, pdl);
+      mxfp4_gemm(w2, y1.p, M, y2.p, s, pdl);
+      CK(cudaStreamSynchronize(s));
+      const std::vector<uint16_t> got = y2.download();
+      for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+    }
+    Row r;
+    r.kernel = "pdl_chain";
+    r.shape = "4096x4096 twice";
+    r.M = M;
+    r.mode = "bitexact";
+    r.nan_count = diff;
+    r.note = std::string(kernel ? "kernel " + std::to_string(kernel) : std::string("auto")) +
+             (diff == 0 ? ", identical over 10 runs" : ", MISMATCH");
+    emit(r);
+  }
+}
+
+// The GEMM as a decode step's CUDA graph runs it: kChain launches (weight
+// copies rotated past the L2) captured back to back, so each launch follows
+// another. With programmatic dependent launch (the strip kernels' default) a
+// launch's CTAs start in the SM slots the previous one leaves and ask the L2
+// for their first weight tiles while it finishes. Each case: y poisoned, the
+// graph run once and its y checked against the reference, then the graph's
+// mean time per launch; and auto without PDL and prefetch timed with events,
+// beside the events row of auto.
+constexpr int kChain = 16;
+
+struct ChainCase {
+  const char* label;
+  int pdl, prefetch_tiles;
+};
+
+template <class Weight>
+void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, DeviceBuffer<uint16_t>& y,
+                     const DeviceBuffer<float>& ref, const Row& base, cudaStream_t s,
+                     const std::vector<ChainCase>& cases) {
+  for (const ChainCase& cc : cases) {
+    GemmConfig cfg;
+    cfg.pdl = cc.pdl;
+    cfg.prefetch_tiles = cc.prefetch_tiles;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kChain; ++i) mxfp4_gemm(weight(i + 1), x, M, y.p, s, cfg);
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+    const ErrStats err = compare(y.download(), ref.download());
+    Row r = base;
+    r.us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 30, s) / kChain;
+    r.rel_err = err.rel;
+    r.nan_count = err.nan;
+    r.note = std::string(cc.label) + ", CUDA graph of " + std::to_string(kChain) + " launches";
+    emit(r);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  if (M > 16) return;  // the strip kernels' launch options only
+  GemmConfig plain;
+  plain.pdl = -1;
+  plain.prefetch_tiles = -1;
+  CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));
+  mxfp4_gemm(weight(0), x, M, y.p, s, plain);
+  CK(cudaStreamSynchronize(s));
+  const ErrStats err = compare(y.download(), ref.download());
+  Row r = base;
+  r.us = median_us([&](int i) { mxfp4_gemm(weight(i + 1), x, M, y.p, s, plain); }, 200, s);
+  r.rel_err = err.rel;
+  r.nan_count = err.nan;
+  r.note = "auto without PDL or prefetch, events";
+  emit(r);
+}
+
 void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bool big_scales) {
   const int N = sh.N, K = sh.K;
   const size_t cb = size_t(N) * K / 2, sb = size_t(N) * K / 32;
@@ -306,6 +416,23 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else r.note = "tiled" + (kparam ? " splits=" + std::to_string(kparam) : std::string(" auto splits"));
         emit(r);
       }
+      // Auto inside a graph of launches (with and without PDL, prefetch windows).
+      if (!a4 && !big_scales && (g_dense_small || g_dense || g_decode)) {
+        Row base;
+        base.kernel = "gemm";
+        base.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
+        base.M = M;
+        base.mode = mode;
+        base.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
+        // The first case is what mxfp4_gemm does by default (the scorecard's row).
+        std::vector<ChainCase> cases = {{"auto", 0, 0}};
+        if (M <= 16) cases.insert(cases.end(), {{"auto kernel, PDL", 1, 0}, {"auto kernel, no PDL", -1, -1}});
+        if (g_dense_small && M <= 16)
+          cases.insert(cases.end(), {{"auto kernel, PDL no prefetch", 1, -1},
+                                     {"auto kernel, PDL prefetch 2", 1, 2},
+                                     {"auto kernel, PDL prefetch 8", 1, 8}});
+        emit_chain_rows(weight, xin, M, y, ref, base, s, cases);
+      }
       // Probe (permuted_x_probe.h): kernel 9's loop on x in its B-fragment order.
       if (g_dense_small && !a4 && !big_scales && M > 8 && N % 32 == 0)
         for (int ks : {4, 8}) {
@@ -371,7 +498,7 @@ int main(int argc, char** argv) {
   bool quick = false, profile = false, moe_prefill = false;
   bool w4a4_prefill = false;  // --w4a4-prefill: bench_w4a4_fp8.cu only
   bool moe_decode = false;    // --moe-decode: --decode's MoE rows only
-  bool checks = false;        // --checks: the W4A4 quantizer and the device re-layout, bit-exact, only
+  bool checks = false;        // --checks: the W4A4 quantizer, the device re-layout and PDL chains, bit-exact, only
   bool read_probe = false;    // --read-probe: ways of streaming a weight's bytes (read_floor_probe.h)
   std::vector<int> moe_tokens = {512, 2048, 8192};
   std::vector<int> decode_tokens = {1, 2, 8, 40};  // --moe-decode; --moe-tokens T: T only
@@ -427,6 +554,7 @@ int main(int argc, char** argv) {
     if (checks) {
       check_quantizer(s);
       check_device_pack(s);
+      check_pdl_chain(s);
     } else if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
     } else if (g_dense_small) {

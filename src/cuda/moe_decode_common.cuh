@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/mxfp4_internal.h"
 
 namespace mx::cuda {
@@ -54,17 +55,7 @@ __device__ __forceinline__ ExpertPairs find_expert(const int* __restrict__ ids, 
 template <class... KArgs, class... Args>
 void launch_kernel(void (*kernel)(KArgs...), dim3 grid, int threads, int smem, cudaStream_t stream,
                    bool pdl, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+  launch_with(kernel, grid, threads, size_t(smem), stream, LaunchAttrs{pdl, 1}, args...);
 }
 
 }  // namespace mx::cuda

@@ -299,6 +299,36 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 }
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+// Asks the L2 for `bytes` (a multiple of 16, 16-byte aligned) from `p` with one
+// bulk prefetch (the copy engine; no registers held, nothing waited for).
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
+// Lane 0 asks the L2 for the first `tiles` weight tiles of the warp's K range
+// [kt0, kt1) of one strip (`codes`/`scales`: the strip's first tile).
+__device__ __forceinline__ void prefetch_strip_tiles(const uint8_t* codes, const uint8_t* scales, int kt0,
+                                                     int kt1, int tiles) {
+  const int n = min(tiles, kt1 - kt0);
+  if ((threadIdx.x & 31) != 0 || n <= 0) return;
+  prefetch_l2_bulk(codes + size_t(kt0) * kTileCodeBytes, uint32_t(n) * kTileCodeBytes);
+  prefetch_l2_bulk(scales + size_t(kt0) * kTileScaleBytes, uint32_t(n) * kTileScaleBytes);
+}
+
+// The strip kernels' start under programmatic dependent launch: let the next
+// kernel launch (its CTAs take the SM slots this grid leaves, wait there, and
+// ask for their own first weights), ask the L2 for this warp's first weight
+// tiles (a prefetch reads nothing into registers: safe before the wait), then
+// wait for the previous kernel before anything is read or y written. Without
+// the launch attribute both griddep instructions are no-ops and only the
+// prefetch remains.
+__device__ __forceinline__ void strip_launch_prologue(const uint8_t* codes, const uint8_t* scales, int kt0,
+                                                      int kt1, int prefetch_tiles) {
+  griddep_launch_dependents();
+  prefetch_strip_tiles(codes, scales, kt0, kt1, prefetch_tiles);
+  griddep_wait();
+}
+
 // Per-warp ring of weight tiles in shared memory: per stage 32 lanes x 16 code
 // bytes, then (after all stages) 32 lanes x 4 scale bytes. Each lane copies and
 // later reads only its own bytes, so the ring needs no barrier, only

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_balanced.h"
@@ -59,7 +60,7 @@ template <int NT, int kSpc, int kKs, bool kBig, int kDepth>
 __global__ void __launch_bounds__(kSpc * kKs * 32, min_ctas_per_sm(kDepth, kSpc * kKs * 32))
     dense_gemm_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
-                      uint16_t* __restrict__ y) {
+                      uint16_t* __restrict__ y, int prefetch_tiles) {
   extern __shared__ uint4 dyn_smem[];
   constexpr int kPartialBytes = NT * 4 * 32 * 4;  // one warp's accumulators
   constexpr int kRegionBytes = kDepth > 0 ? dev::ring_bytes(kDepth) : kPartialBytes;
@@ -76,6 +77,8 @@ __global__ void __launch_bounds__(kSpc * kKs * 32, min_ctas_per_sm(kDepth, kSpc 
   token_rows<NT>(x, M, K, g, rows);
   float acc[NT][4] = {};
   const size_t tile0 = size_t(strip) * KT;
+  dev::strip_launch_prologue(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0, kt1,
+                             prefetch_tiles);
   uint8_t* region = smem + warp * kRegionBytes;
   if constexpr (kDepth > 0)
     dev::strip_mma_ring<NT, kBig, kDepth>(codes + tile0 * kTileCodeBytes,
@@ -111,7 +114,7 @@ __global__ void __launch_bounds__(kSpc * kKs * 32, min_ctas_per_sm(kDepth, kSpc 
 
 template <int NT, int kSpc, int kKs, bool kBig, int kDepth>
 void launch_dense_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, StripLaunch sl) {
   constexpr int kWarps = kSpc * kKs;
   constexpr int kRegion = kDepth > 0 ? dev::ring_bytes(kDepth) : NT * 4 * 32 * 4;
   constexpr int kSmem = kWarps * kRegion;
@@ -121,8 +124,8 @@ void launch_dense_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, 
     smem_attribute([&] { MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)); });
   }
   const int N = int(w.rows), K = int(w.cols);
-  kernel<<<unsigned(N / kStripRows / kSpc), kWarps * 32, kSmem, stream>>>(w.codes, w.scales, x, M, N, K, y);
-  MX_CUDA_CHECK(cudaGetLastError());
+  launch_with(kernel, dim3(unsigned(N / kStripRows / kSpc)), kWarps * 32, kSmem, stream, LaunchAttrs{sl.pdl, 1},
+              w.codes, w.scales, x, M, N, K, y, sl.prefetch_tiles);
 }
 
 // How the strip kernels load weights: GemmConfig kernel 1, 2 and 5.
@@ -130,26 +133,26 @@ enum class Loads { kRegisters, kRing, kBatched, kBatchedTight };
 
 template <int NT, int kSpc, int kKs>
 void launch_dense(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                  cudaStream_t stream, Loads loads) {
+                  cudaStream_t stream, Loads loads, StripLaunch sl) {
   if ((w.rows / kStripRows) % kSpc)
     fail_input("mxfp4_gemm: {} strips of 16 rows do not split into CTAs of {}", w.rows / kStripRows, kSpc);
   constexpr int kDepth = ring_depth(kSpc * kKs);
   if (loads == Loads::kRing) {
-    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kDepth>(w, x, M, y, stream);
-    else launch_dense_variant<NT, kSpc, kKs, false, kDepth>(w, x, M, y, stream);
+    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kDepth>(w, x, M, y, stream, sl);
+    else launch_dense_variant<NT, kSpc, kKs, false, kDepth>(w, x, M, y, stream, sl);
   } else if (loads == Loads::kBatched) {
-    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatched>(w, x, M, y, stream);
-    else launch_dense_variant<NT, kSpc, kKs, false, kBatched>(w, x, M, y, stream);
+    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatched>(w, x, M, y, stream, sl);
+    else launch_dense_variant<NT, kSpc, kKs, false, kBatched>(w, x, M, y, stream, sl);
   } else if (loads == Loads::kBatchedTight) {
     if constexpr (NT == 1) {
-      if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatchedTight>(w, x, M, y, stream);
-      else launch_dense_variant<NT, kSpc, kKs, false, kBatchedTight>(w, x, M, y, stream);
+      if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, kBatchedTight>(w, x, M, y, stream, sl);
+      else launch_dense_variant<NT, kSpc, kKs, false, kBatchedTight>(w, x, M, y, stream, sl);
     } else {
       fail_input("mxfp4_gemm: kernel 6 takes up to 8 tokens, got {}", M);
     }
   } else {
-    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, 0>(w, x, M, y, stream);
-    else launch_dense_variant<NT, kSpc, kKs, false, 0>(w, x, M, y, stream);
+    if (w.big_scales) launch_dense_variant<NT, kSpc, kKs, true, 0>(w, x, M, y, stream, sl);
+    else launch_dense_variant<NT, kSpc, kKs, false, 0>(w, x, M, y, stream, sl);
   }
 }
 
@@ -236,19 +239,8 @@ void launch_bulk_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, u
     static PerDeviceOnce smem_attribute;
     smem_attribute([&] { MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)); });
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(w.rows / kStripRows * kC));
-  cfg.blockDim = dim3(kKs * 32);
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kC;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = kC > 1 ? 1 : 0;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y));
+  launch_with(kernel, dim3(unsigned(w.rows / kStripRows * kC)), kKs * 32, kSmem, stream, LaunchAttrs{false, kC},
+              w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
 }
 
 template <int NT, int kKs, int kC>
@@ -272,13 +264,13 @@ void launch_bulk(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t*
 // The (strips per CTA, K-slices) pairs compiled for each token-group count.
 template <int NT>
 void launch_for_config(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                       cudaStream_t stream, int spc, int ks, Loads loads) {
+                       cudaStream_t stream, int spc, int ks, Loads loads, StripLaunch sl) {
   if constexpr (NT <= 2) {
-    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, loads);
-    if (spc == 1 && ks == 8) return launch_dense<NT, 1, 8>(w, x, M, y, stream, loads);
-    if (spc == 1 && ks == 16) return launch_dense<NT, 1, 16>(w, x, M, y, stream, loads);
+    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, loads, sl);
+    if (spc == 1 && ks == 8) return launch_dense<NT, 1, 8>(w, x, M, y, stream, loads, sl);
+    if (spc == 1 && ks == 16) return launch_dense<NT, 1, 16>(w, x, M, y, stream, loads, sl);
   } else {
-    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, loads);
+    if (spc == 1 && ks == 4) return launch_dense<NT, 1, 4>(w, x, M, y, stream, loads, sl);
   }
   fail_input("mxfp4_gemm: no strip kernel for {} strips per CTA x {} K-slices at {} tokens", spc, ks, M);
 }
@@ -353,6 +345,16 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
 
 }  // namespace
 
+// PDL for every strip kernel but kernel 8 (GemmConfig, mxfp4_kernels.h).
+StripLaunch strip_launch(const GemmConfig& config, int kernel) {
+  StripLaunch sl;
+  if (config.pdl < -1 || config.pdl > 1) fail_input("mxfp4_gemm: pdl must be -1, 0 or 1, got {}", config.pdl);
+  if (config.prefetch_tiles < -1) fail_input("mxfp4_gemm: prefetch_tiles must be >= -1, got {}", config.prefetch_tiles);
+  sl.pdl = config.pdl ? config.pdl > 0 : kernel != 8;
+  if (config.prefetch_tiles) sl.prefetch_tiles = std::max(config.prefetch_tiles, 0);
+  return sl;
+}
+
 void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                 cudaStream_t stream, GemmConfig config) {
   if (M <= 0) return;
@@ -367,11 +369,12 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
   if (config.strips_per_warp) c.strips_per_warp = config.strips_per_warp;
   if (c.kernel < 1 || c.kernel > 12) fail_input("mxfp4_gemm: kernel must be 1..12, got {}", c.kernel);
+  const StripLaunch sl = strip_launch(config, c.kernel);
   if (c.kernel == 12) {
     if (M > 16) fail_input("mxfp4_gemm: the pipelined strip kernel takes 1..16 tokens, got {}", M);
-    if (M <= 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, /*pipelined=*/true);
+    if (M <= 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, sl, /*pipelined=*/true);
     const int ks = config.k_slices ? config.k_slices : pair_rule_k_slices(w);
-    return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles, /*pipelined=*/true);
+    return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles, sl, /*pipelined=*/true);
   }
   if (c.kernel == 10) {
     if (launch_dense_streamk(w, x, M, y, stream, c.strips_per_warp, c.batch_tiles, c.k_splits)) return;
@@ -380,11 +383,11 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     return mxfp4_gemm(w, x, M, y, stream, choose_config(w, M));
   }
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
-  if (c.kernel == 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles);
+  if (c.kernel == 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, sl);
   if (c.kernel == 9) {
     // The strip kernels' K-slice rule can give 16; the pair kernel has 4 or 8.
     const int ks = config.k_slices ? config.k_slices : c.k_slices == 8 ? 8 : 4;
-    return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles);
+    return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles, sl);
   }
   if (c.kernel == 7) return launch_dense_wgmma(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 11) {
@@ -412,10 +415,10 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     const int m = std::min(kMaxTokensPerPass, M - m0);
     const uint16_t* xs = x + size_t(m0) * w.cols;
     uint16_t* ys = y + size_t(m0) * w.rows;
-    if (m <= 8) launch_for_config<1>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
-    else if (m <= 16) launch_for_config<2>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
-    else if (m <= 32) launch_for_config<4>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
-    else launch_for_config<8>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads);
+    if (m <= 8) launch_for_config<1>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads, sl);
+    else if (m <= 16) launch_for_config<2>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads, sl);
+    else if (m <= 32) launch_for_config<4>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads, sl);
+    else launch_for_config<8>(w, xs, m, ys, stream, c.strips_per_cta, c.k_slices, loads, sl);
   }
 }
 

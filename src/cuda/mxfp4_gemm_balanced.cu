@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_balanced.h"
 #include "cuda/mxfp4_gemm_small16_pipe.cuh"
@@ -50,7 +51,7 @@ template <int NT, bool kBig, int kU, int kMinCtas, int kD = 0>
 __global__ void __launch_bounds__(kThreads, kMinCtas)
     dense_split_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
-                      uint16_t* __restrict__ y) {
+                      uint16_t* __restrict__ y, int prefetch_tiles) {
   constexpr int E = entries(NT);
   __shared__ float part[kWarps][E];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
@@ -65,6 +66,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   }
   float acc[NT][4] = {};
   const size_t tile0 = size_t(strip) * KT;
+  dev::strip_launch_prologue(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0, kt1,
+                             prefetch_tiles);
   if constexpr (kD > 0) {
     extern __shared__ uint4 dyn_smem[];
     dev::pipe_mma<1, NT, kBig, kD>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
@@ -106,28 +109,18 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 
 template <int NT, bool kBig, int kU, int kMinCtas, int kD>
 void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                    cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(w.rows / kStripRows * kCtas));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kD > 0 ? kWarps * dev::pipe_ring_bytes<1, NT, kD>() : 0;  // < 48 KB
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kCtas;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, dense_split_kernel<NT, kBig, kU, kMinCtas, kD>, w.codes, w.scales,
-                                   x, M, int(w.rows), int(w.cols), y));
+                    cudaStream_t stream, StripLaunch sl) {
+  const size_t smem = kD > 0 ? kWarps * dev::pipe_ring_bytes<1, NT, kD>() : 0;  // < 48 KB
+  launch_with(dense_split_kernel<NT, kBig, kU, kMinCtas, kD>, dim3(unsigned(w.rows / kStripRows * kCtas)),
+              kThreads, smem, stream, LaunchAttrs{sl.pdl, kCtas}, w.codes, w.scales, x, M, int(w.rows),
+              int(w.cols), y, sl.prefetch_tiles);
 }
 
 template <int NT, int kU, int kMinCtas, int kD = 0>
 void launch_scales(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                   cudaStream_t stream) {
-  if (w.big_scales) launch_variant<NT, true, kU, kMinCtas, kD>(w, x, M, y, stream);
-  else launch_variant<NT, false, kU, kMinCtas, kD>(w, x, M, y, stream);
+                   cudaStream_t stream, StripLaunch sl) {
+  if (w.big_scales) launch_variant<NT, true, kU, kMinCtas, kD>(w, x, M, y, stream, sl);
+  else launch_variant<NT, false, kU, kMinCtas, kD>(w, x, M, y, stream, sl);
 }
 
 }  // namespace
@@ -142,25 +135,25 @@ bool dense_balanced_supported(const Mxfp4DeviceWeight& w) {
 // flight (7 CTAs per SM: 7168x18432's 896 CTAs in one wave; 27 KB of ring per
 // CTA at 3).
 void launch_dense_balanced(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                           cudaStream_t stream, int batch_tiles, bool pipelined) {
+                           cudaStream_t stream, int batch_tiles, StripLaunch sl, bool pipelined) {
   if (!dense_balanced_supported(w))
     fail_input("mxfp4_gemm: the balanced kernel needs K >= {}, got [{}, {}]", kCtas * kWarps * kTileK,
                w.rows, w.cols);
   if (M < 1 || M > 16) fail_input("mxfp4_gemm: the balanced kernel takes 1..16 tokens, got {}", M);
   if (pipelined) {
     const int d = batch_tiles ? batch_tiles : 2;
-    if (M <= 8 && d == 2) return launch_scales<1, 0, 7, 2>(w, x, M, y, stream);
-    if (M <= 8 && d == 3) return launch_scales<1, 0, 7, 3>(w, x, M, y, stream);
+    if (M <= 8 && d == 2) return launch_scales<1, 0, 7, 2>(w, x, M, y, stream, sl);
+    if (M <= 8 && d == 3) return launch_scales<1, 0, 7, 3>(w, x, M, y, stream, sl);
     fail_input("mxfp4_gemm: no pipelined balanced kernel with {} tiles in flight at {} tokens", d, M);
   }
   if (M <= 8) {
     const int b = batch_tiles ? batch_tiles : 3;
-    if (b == 3) return launch_scales<1, 3, 8>(w, x, M, y, stream);
-    if (b == 4) return launch_scales<1, 4, 1>(w, x, M, y, stream);
+    if (b == 3) return launch_scales<1, 3, 8>(w, x, M, y, stream, sl);
+    if (b == 4) return launch_scales<1, 4, 1>(w, x, M, y, stream, sl);
   } else {
     const int b = batch_tiles ? batch_tiles : 1;
-    if (b == 1) return launch_scales<2, 1, 1>(w, x, M, y, stream);
-    if (b == 3) return launch_scales<2, 3, 1>(w, x, M, y, stream);
+    if (b == 1) return launch_scales<2, 1, 1>(w, x, M, y, stream, sl);
+    if (b == 3) return launch_scales<2, 3, 1>(w, x, M, y, stream, sl);
   }
   fail_input("mxfp4_gemm: no balanced kernel with {}-tile batches at {} tokens", batch_tiles, M);
 }

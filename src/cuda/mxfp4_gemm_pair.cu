@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_pair.h"
 #include "cuda/mxfp4_gemm_small16_pipe.cuh"
@@ -96,7 +97,7 @@ template <int NT, bool kBig, int kKs, int kU, int kD>
 __global__ void __launch_bounds__(kKs * 32)
     dense_pair_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                       const uint16_t* __restrict__ x, int M, int N, int K,
-                      uint16_t* __restrict__ y) {
+                      uint16_t* __restrict__ y, int prefetch_tiles) {
   constexpr int E = NT * 4 * 32;  // one strip's accumulators in a warp
   extern __shared__ uint4 dyn_smem[];
   __shared__ float part_static[kD > 0 ? 1 : kKs][kPair][E];
@@ -113,6 +114,11 @@ __global__ void __launch_bounds__(kKs * 32)
   }
   float acc[kPair][NT][4] = {};
   const size_t tile0 = size_t(strip0) * KT;
+  // Both strips' first tiles asked of the L2 before the wait (strip 1 follows strip 0's KT tiles).
+  dev::prefetch_strip_tiles(codes + (tile0 + KT) * kTileCodeBytes, scales + (tile0 + KT) * kTileScaleBytes, kt0,
+                            kt1, prefetch_tiles);
+  dev::strip_launch_prologue(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, kt0, kt1,
+                             prefetch_tiles);
   if constexpr (kD > 0) {
     dev::pipe_mma<kPair, NT, kBig, kD>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT,
                                        kt0, kt1, x, M, K, acc,
@@ -143,7 +149,7 @@ __global__ void __launch_bounds__(kKs * 32)
 
 template <int kKs, int kU, int kD = 0>
 void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, StripLaunch sl) {
   const unsigned grid = unsigned(w.rows / (kStripRows * kPair));
   constexpr int kSmem = kD > 0 ? kKs * dev::pipe_ring_bytes<kPair, 2, kD>() : 0;
   static_assert(kSmem == 0 || kSmem >= kKs * kPair * 2 * 4 * 32 * 4, "the ring holds the partial sums");
@@ -155,8 +161,8 @@ void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
         MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     });
   }
-  kernel<<<grid, kKs * 32, kSmem, stream>>>(w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
-  MX_CUDA_CHECK(cudaGetLastError());
+  launch_with(kernel, dim3(grid), kKs * 32, kSmem, stream, LaunchAttrs{sl.pdl, 1}, w.codes, w.scales, x, M,
+              int(w.rows), int(w.cols), y, sl.prefetch_tiles);
 }
 
 }  // namespace
@@ -168,23 +174,23 @@ bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices) {
 // Compiled: 4 or 8 K-slice warps per pair, batches of 1 or 2 K tiles (2 or 4
 // weight tiles in flight per warp); pipelined: 2 or 3 K tiles in flight.
 void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                       cudaStream_t stream, int k_slices, int batch_tiles, bool pipelined) {
+                       cudaStream_t stream, int k_slices, int batch_tiles, StripLaunch sl, bool pipelined) {
   const int ks = k_slices ? k_slices : 4, b = batch_tiles ? batch_tiles : 2;
   if (M < 9 || M > 16) fail_input("mxfp4_gemm: the strip-pair kernel takes 9..16 tokens, got {}", M);
   if (!dense_pair_supported(w, ks))
     fail_input("mxfp4_gemm: the strip-pair kernel needs N % 32 == 0 and K >= {}, got [{}, {}]",
                kTileK * ks, w.rows, w.cols);
   if (pipelined) {
-    if (ks == 4 && b == 2) return launch_variant<4, 1, 2>(w, x, M, y, stream);
-    if (ks == 4 && b == 3) return launch_variant<4, 1, 3>(w, x, M, y, stream);
-    if (ks == 8 && b == 2) return launch_variant<8, 1, 2>(w, x, M, y, stream);
-    if (ks == 8 && b == 3) return launch_variant<8, 1, 3>(w, x, M, y, stream);
+    if (ks == 4 && b == 2) return launch_variant<4, 1, 2>(w, x, M, y, stream, sl);
+    if (ks == 4 && b == 3) return launch_variant<4, 1, 3>(w, x, M, y, stream, sl);
+    if (ks == 8 && b == 2) return launch_variant<8, 1, 2>(w, x, M, y, stream, sl);
+    if (ks == 8 && b == 3) return launch_variant<8, 1, 3>(w, x, M, y, stream, sl);
     fail_input("mxfp4_gemm: no pipelined strip-pair kernel with {} K-slices and {} tiles in flight", ks, b);
   }
-  if (ks == 4 && b == 1) return launch_variant<4, 1>(w, x, M, y, stream);
-  if (ks == 4 && b == 2) return launch_variant<4, 2>(w, x, M, y, stream);
-  if (ks == 8 && b == 1) return launch_variant<8, 1>(w, x, M, y, stream);
-  if (ks == 8 && b == 2) return launch_variant<8, 2>(w, x, M, y, stream);
+  if (ks == 4 && b == 1) return launch_variant<4, 1>(w, x, M, y, stream, sl);
+  if (ks == 4 && b == 2) return launch_variant<4, 2>(w, x, M, y, stream, sl);
+  if (ks == 8 && b == 1) return launch_variant<8, 1>(w, x, M, y, stream, sl);
+  if (ks == 8 && b == 2) return launch_variant<8, 2>(w, x, M, y, stream, sl);
   fail_input("mxfp4_gemm: no strip-pair kernel with {} K-slices and {}-tile batches", ks, b);
 }
 

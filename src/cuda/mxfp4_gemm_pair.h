@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "cuda/mxfp4_kernels.h"
+#include "cuda/mxfp4_internal.h"
 
 namespace mx::cuda {
 
@@ -19,6 +19,6 @@ bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices);
 // 12): batch_tiles = K tiles whose loads are in flight while one is computed
 // (2 or 3; 0 = 2).
 void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                       cudaStream_t stream, int k_slices, int batch_tiles, bool pipelined = false);
+                       cudaStream_t stream, int k_slices, int batch_tiles, StripLaunch sl, bool pipelined = false);
 
 }  // namespace mx::cuda

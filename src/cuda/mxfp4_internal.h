@@ -8,6 +8,15 @@
 
 namespace mx::cuda {
 
+// How the strip kernels (GemmConfig kernels 1, 2, 5, 6, 8, 9, 12) are launched:
+// with programmatic dependent launch, and how many of each warp's first weight
+// tiles it asks the L2 for before waiting on the previous kernel.
+struct StripLaunch {
+  bool pdl = true;
+  int prefetch_tiles = 4;
+};
+StripLaunch strip_launch(const GemmConfig& config, int kernel);
+
 // Dense tensor-core kernel (mxfp4_gemm_tiled.cu): needs N % 128 == 0; any M.
 // k_splits 0 = chosen from the shape, else 1, 2, 4 or 8.
 bool dense_tiled_supported(const Mxfp4DeviceWeight& w);

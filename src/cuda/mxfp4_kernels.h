@@ -70,6 +70,15 @@ struct Mxfp4DeviceWeight {
 // other three fields must then be 0.
 // Kernel 12: batch_tiles = K tiles in flight (2 or 3; 0 = 2); k_slices as
 // kernel 9 from 9 tokens.
+// Strip kernels 1, 2, 5, 6, 9 and 12 are launched with programmatic dependent
+// launch, kernel 8 without (pdl 0 = that rule, 1 = with, -1 = without; H200
+// 2026-12-01, bench/mxfp4/results-dense-graph-2026-12-01-s10.md: in a graph
+// of launches PDL took 2-3% off kernels 5 and 9 and added 7-9% to kernel 8,
+// whose one wave of CTAs then lands unevenly on the SMs). Under PDL each warp
+// lets the next kernel launch, asks the L2 for its first prefetch_tiles weight
+// tiles (0 = 4, -1 = none), then waits for the previous kernel before it reads
+// anything or writes y (a prefetch only warms the L2, which every write goes
+// through: a weight written by the previous kernel is still read correctly).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
@@ -78,6 +87,8 @@ struct GemmConfig {
   int batch_tiles = 0;     // kernels 8, 9, 10: weight tiles per load batch (0 = from the shape)
   int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)
   int ring_warps = 0;  // kernel 11: 8 or 16 consumer warps + a producer warp (0 = from the shape)
+  int pdl = 0;             // strip kernels: programmatic dependent launch, 0 = the rule, 1 = on, -1 = off
+  int prefetch_tiles = 0;  // strip kernels under PDL: weight tiles per warp asked of the L2 first
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.

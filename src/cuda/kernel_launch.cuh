@@ -1,0 +1,44 @@
+// Kernel launches with the sm_90 launch attributes the MXFP4 kernels use:
+// programmatic dependent launch (PDL) on the previous kernel of the stream,
+// and thread-block clusters. Included by .cu files only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_check.h"
+
+namespace mx::cuda {
+
+struct LaunchAttrs {
+  // The kernel may start while the previous kernel of the stream finishes; it
+  // must call griddepcontrol.wait before reading that kernel's outputs or
+  // writing anything (dev::griddep_wait; a no-op without this attribute).
+  bool pdl = false;
+  int cluster = 1;  // CTAs per thread-block cluster (x)
+};
+
+template <class... KArgs, class... Args>
+void launch_with(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                 LaunchAttrs a, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (a.pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (a.cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = unsigned(a.cluster);
+    attr[n].val.clusterDim.y = 1;
+    attr[n++].val.clusterDim.z = 1;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+}
+
+}  // namespace mx::cuda
