@@ -214,18 +214,27 @@ void check_pdl_chain(cudaStream_t s) {
 constexpr int kChain = 16;
 
 struct ChainCase {
-  const char* label;
-  int pdl, prefetch_tiles;
+  std::string label;
+  GemmConfig cfg;
 };
+
+ChainCase chain_case(std::string label, int pdl, int prefetch_tiles, int kernel = 0, int k_slices = 0,
+                     int batch_tiles = 0) {
+  ChainCase c{std::move(label), {}};
+  c.cfg.pdl = pdl;
+  c.cfg.prefetch_tiles = prefetch_tiles;
+  c.cfg.kernel = kernel;
+  c.cfg.k_slices = k_slices;
+  c.cfg.batch_tiles = batch_tiles;
+  return c;
+}
 
 template <class Weight>
 void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, DeviceBuffer<uint16_t>& y,
                      const DeviceBuffer<float>& ref, const Row& base, cudaStream_t s,
                      const std::vector<ChainCase>& cases) {
   for (const ChainCase& cc : cases) {
-    GemmConfig cfg;
-    cfg.pdl = cc.pdl;
-    cfg.prefetch_tiles = cc.prefetch_tiles;
+    const GemmConfig& cfg = cc.cfg;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -240,7 +249,7 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, DeviceBuffe
     r.us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 30, s) / kChain;
     r.rel_err = err.rel;
     r.nan_count = err.nan;
-    r.note = std::string(cc.label) + ", CUDA graph of " + std::to_string(kChain) + " launches";
+    r.note = cc.label + ", CUDA graph of " + std::to_string(kChain) + " launches";
     emit(r);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -425,12 +434,19 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         base.mode = mode;
         base.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
         // The first case is what mxfp4_gemm does by default (the scorecard's row).
-        std::vector<ChainCase> cases = {{"auto", 0, 0}};
-        if (M <= 16) cases.insert(cases.end(), {{"auto kernel, PDL", 1, 0}, {"auto kernel, no PDL", -1, -1}});
+        std::vector<ChainCase> cases = {chain_case("auto", 0, 0)};
+        if (M <= 16)
+          cases.insert(cases.end(), {chain_case("auto kernel, PDL", 1, 0), chain_case("auto kernel, no PDL", -1, -1)});
         if (g_dense_small && M <= 16)
-          cases.insert(cases.end(), {{"auto kernel, PDL no prefetch", 1, -1},
-                                     {"auto kernel, PDL prefetch 2", 1, 2},
-                                     {"auto kernel, PDL prefetch 8", 1, 8}});
+          cases.insert(cases.end(), {chain_case("auto kernel, PDL no prefetch", 1, -1),
+                                     chain_case("auto kernel, PDL prefetch 2", 1, 2),
+                                     chain_case("auto kernel, PDL prefetch 8", 1, 8)});
+        // Kernel 9's K-slices and batches in the graph (PDL), 9..16 tokens.
+        if (g_dense_small && M > 8 && N % 32 == 0)
+          for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2}})
+            cases.push_back(chain_case("strip pair ks=" + std::to_string(ks) + " batch=" + std::to_string(batch) +
+                                           ", PDL",
+                                       1, 0, 9, ks, batch));
         emit_chain_rows(weight, xin, M, y, ref, base, s, cases);
       }
       // Probe (permuted_x_probe.h): kernel 9's loop on x in its B-fragment order.
