@@ -345,12 +345,12 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
 
 }  // namespace
 
-// PDL for every strip kernel but kernel 8 (GemmConfig, mxfp4_kernels.h).
-StripLaunch strip_launch(const GemmConfig& config, int kernel) {
+// PDL for the strip kernels up to 16 tokens but kernel 8 (GemmConfig, mxfp4_kernels.h).
+StripLaunch strip_launch(const GemmConfig& config, int kernel, int M) {
   StripLaunch sl;
   if (config.pdl < -1 || config.pdl > 1) fail_input("mxfp4_gemm: pdl must be -1, 0 or 1, got {}", config.pdl);
   if (config.prefetch_tiles < -1) fail_input("mxfp4_gemm: prefetch_tiles must be >= -1, got {}", config.prefetch_tiles);
-  sl.pdl = config.pdl ? config.pdl > 0 : kernel != 8;
+  sl.pdl = config.pdl ? config.pdl > 0 : kernel != 8 && M <= 16;
   if (config.prefetch_tiles) sl.prefetch_tiles = std::max(config.prefetch_tiles, 0);
   return sl;
 }
@@ -369,7 +369,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
   if (config.strips_per_warp) c.strips_per_warp = config.strips_per_warp;
   if (c.kernel < 1 || c.kernel > 12) fail_input("mxfp4_gemm: kernel must be 1..12, got {}", c.kernel);
-  const StripLaunch sl = strip_launch(config, c.kernel);
+  const StripLaunch sl = strip_launch(config, c.kernel, M);
   if (c.kernel == 12) {
     if (M > 16) fail_input("mxfp4_gemm: the pipelined strip kernel takes 1..16 tokens, got {}", M);
     if (M <= 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, sl, /*pipelined=*/true);
@@ -380,7 +380,9 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     if (launch_dense_streamk(w, x, M, y, stream, c.strips_per_warp, c.batch_tiles, c.k_splits)) return;
     // Inside a capture before this stream's first eager stream-K launch: no
     // scratch can be allocated, so the rule's choice (never kernel 10).
-    return mxfp4_gemm(w, x, M, y, stream, choose_config(w, M));
+    GemmConfig rule = choose_config(w, M);
+    rule.pdl = config.pdl, rule.prefetch_tiles = config.prefetch_tiles;
+    return mxfp4_gemm(w, x, M, y, stream, rule);
   }
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, sl);
@@ -398,6 +400,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     // wgmma kernel of before (or the strip kernel) instead.
     GemmConfig fallback;
     fallback.kernel = dense_wgmma_supported(w) ? 7 : 1;
+    fallback.pdl = config.pdl, fallback.prefetch_tiles = config.prefetch_tiles;
     return mxfp4_gemm(w, x, M, y, stream, fallback);
   }
   if (c.kernel == 4) {

@@ -12,8 +12,8 @@
 namespace mx::cuda {
 
 struct Mxfp4DeviceWeight {
-  const uint8_t* codes = nullptr;   // N * K / 2 bytes, kernel layout
-  const uint8_t* scales = nullptr;  // N * K / 32 bytes, kernel layout
+  const uint8_t* codes = nullptr;   // N * K / 2 bytes, kernel layout, 16-byte aligned
+  const uint8_t* scales = nullptr;  // N * K / 32 bytes, kernel layout, 16-byte aligned (bulk prefetch)
   int64_t rows = 0, cols = 0;       // N, K
   bool big_scales = false;          // some scale byte > 128 (pack_mxfp4 reports it)
 };
@@ -70,15 +70,19 @@ struct Mxfp4DeviceWeight {
 // other three fields must then be 0.
 // Kernel 12: batch_tiles = K tiles in flight (2 or 3; 0 = 2); k_slices as
 // kernel 9 from 9 tokens.
-// Strip kernels 1, 2, 5, 6, 9 and 12 are launched with programmatic dependent
-// launch, kernel 8 without (pdl 0 = that rule, 1 = with, -1 = without; H200
-// 2026-12-01, bench/mxfp4/results-dense-graph-2026-12-01-s10.md: in a graph
-// of launches PDL took 2-3% off kernels 5 and 9 and added 7-9% to kernel 8,
-// whose one wave of CTAs then lands unevenly on the SMs). Under PDL each warp
-// lets the next kernel launch, asks the L2 for its first prefetch_tiles weight
-// tiles (0 = 4, -1 = none), then waits for the previous kernel before it reads
-// anything or writes y (a prefetch only warms the L2, which every write goes
-// through: a weight written by the previous kernel is still read correctly).
+// Up to 16 tokens, strip kernels 1, 2, 5, 6, 9 and 12 are launched with
+// programmatic dependent launch, kernel 8 and every strip launch above 16
+// tokens without (pdl 0 = that rule, 1 = with, -1 = without; H200
+// 2026-12-01, bench/mxfp4/results-dense-graph-2026-12-01-s10.md: in a graph of
+// launches, PDL with the prefetch took 5-18% off kernel 1 on expert and MLA
+// shapes and 0-16% off kernels 5 and 9 on the large weights, and added 6-9% to
+// kernel 8, whose one wave of CTAs then lands unevenly on the SMs; above 16
+// tokens it was not measured against plain launches). Under PDL each warp lets
+// the next kernel launch, asks the L2 for its first prefetch_tiles weight
+// tiles per strip (0 = 4, -1 = none; also without PDL), then waits for the
+// previous kernel before it reads anything or writes y (a prefetch only warms
+// the L2, which every write goes through: a weight written by the previous
+// kernel is still read correctly).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
@@ -88,7 +92,7 @@ struct GemmConfig {
   int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)
   int ring_warps = 0;  // kernel 11: 8 or 16 consumer warps + a producer warp (0 = from the shape)
   int pdl = 0;             // strip kernels: programmatic dependent launch, 0 = the rule, 1 = on, -1 = off
-  int prefetch_tiles = 0;  // strip kernels under PDL: weight tiles per warp asked of the L2 first
+  int prefetch_tiles = 0;  // strip kernels: weight tiles per warp and strip asked of the L2 first
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
