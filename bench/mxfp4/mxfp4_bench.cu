@@ -100,6 +100,20 @@ ErrStats compare(const std::vector<uint16_t>& out_bf16, const std::vector<float>
   return {std::sqrt(num / std::max(den, 1e-300)), nan};
 }
 
+// A bit-exact check's row: `mismatches` values differ from what they must be
+// (report.py fails the run when that is not 0).
+void emit_bitexact(const char* kernel, const char* shape, int M, const char* mode, long mismatches,
+                   const std::string& note) {
+  Row r;
+  r.kernel = kernel;
+  r.shape = shape;
+  r.M = M;
+  r.mode = mode;
+  r.nan_count = mismatches;
+  r.note = note;
+  emit(r);
+}
+
 // The W4A4 quantizer on the GPU against the host reference, bit for bit, on
 // random and adversarial blocks.
 void check_quantizer(cudaStream_t s) {
@@ -114,14 +128,7 @@ void check_quantizer(cudaStream_t s) {
   for (size_t b = 0; b < x.size() / 32; ++b) qdq_block_reference(x.data() + b * 32, want.data() + b * 32);
   long diff = 0;
   for (size_t i = 0; i < x.size(); ++i) diff += got[i] != want[i];
-  Row r;
-  r.kernel = "w4a4_quantizer";
-  r.shape = "64x7168";
-  r.M = M;
-  r.mode = "bitexact";
-  r.nan_count = diff;
-  r.note = diff == 0 ? "bit-exact" : "MISMATCH";
-  emit(r);
+  emit_bitexact("w4a4_quantizer", "64x7168", M, "bitexact", diff, diff == 0 ? "bit-exact" : "MISMATCH");
   if (diff) std::printf("QUANTIZER MISMATCH: %ld of %zu values differ\n", diff, x.size());
 }
 
@@ -142,13 +149,7 @@ void check_device_pack(cudaStream_t s) {
   std::vector<uint8_t> hpc, hps;
   const bool same = mxbench::host_pack(hc, hs, N, K, hpc, hps) && hpc == pc.download() &&
                     hps == ps.download();
-  Row r;
-  r.kernel = "device_pack";
-  r.shape = "7168x2048";
-  r.mode = "vs_host";
-  r.nan_count = same ? 0 : 1;
-  r.note = same ? "identical" : "MISMATCH";
-  emit(r);
+  emit_bitexact("device_pack", "7168x2048", 0, "vs_host", same ? 0 : 1, same ? "identical" : "MISMATCH");
 }
 
 // Two dependent GEMMs, y1 = W1 x and y2 = W2 y1, the second launched with
@@ -191,15 +192,9 @@ void check_pdl_chain(cudaStream_t s) {
       const std::vector<uint16_t> got = y2.download();
       for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
     }
-    Row r;
-    r.kernel = "pdl_chain";
-    r.shape = "4096x4096 twice";
-    r.M = M;
-    r.mode = "bitexact";
-    r.nan_count = diff;
-    r.note = std::string(kernel ? "kernel " + std::to_string(kernel) : std::string("auto")) +
-             (diff == 0 ? ", identical over 10 runs" : ", MISMATCH");
-    emit(r);
+    emit_bitexact("pdl_chain", "4096x4096 twice", M, "bitexact", diff,
+                  (kernel ? "kernel " + std::to_string(kernel) : std::string("auto")) +
+                      (diff == 0 ? ", identical over 10 runs" : ", MISMATCH"));
   }
 }
 
