@@ -77,7 +77,7 @@ struct Mxfp4DeviceWeight {
 // launches, PDL with the prefetch took 5-18% off kernel 1 on expert and MLA
 // shapes and 0-16% off kernels 5 and 9 on the large weights, and added 6-9% to
 // kernel 8, whose one wave of CTAs then lands unevenly on the SMs; above 16
-// tokens it was not measured against plain launches). Under PDL each warp lets
+// tokens kernel 1 on 4096x7168 at 64 tokens ran 29.1 vs 22.4 us). Under PDL each warp lets
 // the next kernel launch, asks the L2 for its first prefetch_tiles weight
 // tiles per strip (0 = 4, -1 = none; also without PDL), then waits for the
 // previous kernel before it reads anything or writes y (a prefetch only warms
