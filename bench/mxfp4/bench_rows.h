@@ -9,8 +9,6 @@
 
 #include "device_buffer.h"
 
-#define CK(x) check_cuda_call((x), #x)
-
 namespace mxbench {
 
 struct Row {  // one result line

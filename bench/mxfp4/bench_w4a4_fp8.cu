@@ -40,8 +40,6 @@ namespace {
 
 using namespace mx::cuda;
 
-#define CK(x) check_cuda_call((x), #x)
-
 uint64_t g_state = 0;
 uint64_t seed() { return g_state = g_state * 6364136223846793005ull + 1442695040888963407ull; }
 

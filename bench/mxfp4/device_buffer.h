@@ -1,5 +1,4 @@
-// Device memory and CUDA error checks shared by the MXFP4 bench's parts
-// (mxfp4_bench.cu, bench_w4a4_fp8.cu).
+// Device memory and CUDA error checks shared by the MXFP4 bench's parts.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -12,6 +11,9 @@ namespace mxbench {
 inline void check_cuda_call(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
+
+// A CUDA call checked with its own text as the message (inside namespace mxbench).
+#define CK(x) check_cuda_call((x), #x)
 
 template <class T>
 struct DeviceBuffer {

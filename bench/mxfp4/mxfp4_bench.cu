@@ -8,7 +8,7 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--moe-only A|B..] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
@@ -43,7 +43,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -533,7 +532,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--checks] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--checks] [--moe-only A|B..] [--json FILE] [--seed N]\n");
       return 2;
     }
   }

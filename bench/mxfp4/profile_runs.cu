@@ -15,8 +15,6 @@ namespace mxbench {
 
 using namespace mx::cuda;
 
-#define CK(x) check_cuda_call((x), #x)
-
 namespace {
 
 struct ProfileShape {
