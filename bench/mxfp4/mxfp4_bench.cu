@@ -155,7 +155,8 @@ void check_device_pack(cudaStream_t s) {
 // programmatic dependent launch right behind the first (y1 poisoned before
 // each run): y2 must equal, bit for bit, the same launches without PDL and
 // with a synchronization between them. A kernel that read x before its
-// griddepcontrol.wait would read y1 while the first GEMM still writes it.
+// griddepcontrol.wait would read y1 while the first GEMM still writes it
+// (a build without the wait failed the 16-token cases, not the 1-token ones).
 void check_pdl_chain(cudaStream_t s) {
   const int N = 4096, K = 4096;
   DeviceBuffer<uint8_t> raw_c(size_t(N) * K / 2), raw_s(size_t(N) * K / 32);
@@ -169,7 +170,10 @@ void check_pdl_chain(cudaStream_t s) {
   w1.codes = c1.p, w1.scales = s1.p, w2.codes = c2.p, w2.scales = s2.p;
   w1.rows = w2.rows = N;
   w1.cols = w2.cols = K;
-  for (auto [M, kernel] : {std::pair{1, 0}, std::pair{1, 5}, std::pair{16, 0}, std::pair{16, 9}}) {
+  // Auto and every strip kernel that takes PDL (kernel 8's rule says no: forced here).
+  const std::pair<int, int> cases[] = {{1, 0}, {1, 2}, {1, 5}, {1, 6}, {1, 8}, {1, 12},
+                                       {16, 0}, {16, 2}, {16, 9}, {16, 12}};
+  for (auto [M, kernel] : cases) {
     DeviceBuffer<uint16_t> x(size_t(M) * K), y1(size_t(M) * N), y2(y1.n);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
     GemmConfig plain, pdl;
