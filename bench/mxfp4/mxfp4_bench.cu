@@ -209,8 +209,7 @@ void check_pdl_chain(cudaStream_t s) {
 // first weight tiles while it finishes (in the engine the GEMM follows a
 // conversion kernel instead, which gives less of that overlap). Each case: y poisoned, the
 // graph run once and its y checked against the reference, then the graph's
-// mean time per launch; and auto without PDL and prefetch timed with events,
-// beside the events row of auto.
+// mean time per launch.
 constexpr int kChain = 16;
 
 struct ChainCase {
@@ -230,7 +229,7 @@ ChainCase chain_case(std::string label, int pdl, int prefetch_tiles, int kernel 
 }
 
 template <class Weight>
-void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, DeviceBuffer<uint16_t>& y,
+void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const DeviceBuffer<uint16_t>& y,
                      const DeviceBuffer<float>& ref, const Row& base, cudaStream_t s,
                      const std::vector<ChainCase>& cases) {
   for (const ChainCase& cc : cases) {
@@ -254,20 +253,6 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, DeviceBuffe
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
-  if (M > 16) return;  // the strip kernels' launch options only
-  GemmConfig plain;
-  plain.pdl = -1;
-  plain.prefetch_tiles = -1;
-  CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));
-  mxfp4_gemm(weight(0), x, M, y.p, s, plain);
-  CK(cudaStreamSynchronize(s));
-  const ErrStats err = compare(y.download(), ref.download());
-  Row r = base;
-  r.us = median_us([&](int i) { mxfp4_gemm(weight(i + 1), x, M, y.p, s, plain); }, 200, s);
-  r.rel_err = err.rel;
-  r.nan_count = err.nan;
-  r.note = "auto without PDL or prefetch, events";
-  emit(r);
 }
 
 void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bool big_scales) {
@@ -316,6 +301,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       struct GemmVariant {
         int kernel, kparam, cluster, batch = 0;  // batch: GemmConfig::batch_tiles (kernels 8-10)
         int ring = 0;                            // GemmConfig::ring_warps (kernel 11)
+        int pdl = 0, prefetch = 0;               // GemmConfig::pdl, prefetch_tiles (strip kernels)
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
       if (g_dense_small) {
@@ -369,7 +355,17 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         else if (M > 16) variants.insert(variants.end(), {{1, 4, 0}, {3, 0, 0}, {3, 1, 0}, {3, 4, 0}});
       }
       if (!a4 && M <= 16 && !g_dense && !g_dense_small) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
-      for (auto [kernel, kparam, cluster, batch, ring] : variants) {
+      // Auto as a plain launch without the prefetch (the strip kernels' launch options).
+      const bool chain_rows = !a4 && !big_scales && (g_dense_small || g_dense || g_decode);
+      if (chain_rows && M <= 16) variants.push_back({0, 0, 0, 0, 0, -1, -1});
+      // The rows' common fields (kernel, shape, M, mode, floor).
+      Row base;
+      base.kernel = big_scales ? "gemm_bigscale" : "gemm";
+      base.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
+      base.M = M;
+      base.mode = mode;
+      base.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
+      for (auto [kernel, kparam, cluster, batch, ring, pdl, prefetch] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
@@ -379,6 +375,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (kernel == 11) cfg.strips_per_cta = cluster, cfg.ring_warps = ring;
         if (kernel == 4) cfg.k_splits = cluster;
         if (kernel == 10) cfg.k_slices = 0, cfg.k_splits = kparam, cfg.strips_per_warp = cluster;
+        cfg.pdl = pdl, cfg.prefetch_tiles = prefetch;
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
         mxfp4_gemm(weight(0), xin, M, y.p, s, cfg);
         CK(cudaStreamSynchronize(s));
@@ -389,16 +386,12 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
               mxfp4_gemm(weight(i + 1), xin, M, y.p, s, cfg);
             },
             200, s);
-        Row r;
-        r.kernel = big_scales ? "gemm_bigscale" : "gemm";
-        r.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
-        r.M = M;
-        r.mode = mode;
+        Row r = base;
         r.us = us;
-        r.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
         r.rel_err = err.rel;
         r.nan_count = err.nan;
-        if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
+        if (kernel == 0 && pdl < 0) r.note = "auto without PDL or prefetch, events";
+        else if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 2) r.note = "ring" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 4)
@@ -426,13 +419,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         emit(r);
       }
       // Auto inside a graph of launches (with and without PDL, prefetch windows).
-      if (!a4 && !big_scales && (g_dense_small || g_dense || g_decode)) {
-        Row base;
-        base.kernel = "gemm";
-        base.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
-        base.M = M;
-        base.mode = mode;
-        base.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
+      if (chain_rows) {
         // The first case is what mxfp4_gemm does by default (the scorecard's row).
         std::vector<ChainCase> cases = {chain_case("auto", 0, 0)};
         cases.insert(cases.end(), {chain_case("auto kernel, PDL", 1, 0), chain_case("auto kernel, no PDL", -1, -1)});
@@ -461,18 +448,13 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
             pair_gemm_on_permuted_x(weight(0), xq4, M, y.p, ks, with_permute, s);
             CK(cudaStreamSynchronize(s));
             const ErrStats err = compare(y.download(), ref.download());
-            Row r;
+            Row r = base;
             r.us = median_us(
                 [&](int i) {
                   if (with_permute) permute_x_for_pairs(x.p, M, K, xq4, s);
                   pair_gemm_on_permuted_x(weight(i + 1), xq4, M, y.p, ks, with_permute, s);
                 },
                 200, s);
-            r.kernel = "gemm";
-            r.shape = std::string(sh.name) + " " + std::to_string(N) + "x" + std::to_string(K);
-            r.M = M;
-            r.mode = mode;
-            r.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
             r.rel_err = err.rel;
             r.nan_count = err.nan;
             r.note = std::string(with_permute ? "probe permute+pair (PDL)" : "probe pair on pre-permuted x") +

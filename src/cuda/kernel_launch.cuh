@@ -13,7 +13,7 @@ struct LaunchAttrs {
   // must call griddepcontrol.wait before reading that kernel's outputs or
   // writing anything (dev::griddep_wait; a no-op without this attribute).
   bool pdl = false;
-  int cluster = 1;  // CTAs per thread-block cluster (x)
+  dim3 cluster = dim3(1);  // CTAs per thread-block cluster along x, y, z (1 x 1 x 1: none)
 };
 
 template <class... KArgs, class... Args>
@@ -30,11 +30,11 @@ void launch_with(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem, 
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n++].val.programmaticStreamSerializationAllowed = 1;
   }
-  if (a.cluster > 1) {
+  if (a.cluster.x * a.cluster.y * a.cluster.z > 1) {
     attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = unsigned(a.cluster);
-    attr[n].val.clusterDim.y = 1;
-    attr[n++].val.clusterDim.z = 1;
+    attr[n].val.clusterDim.x = a.cluster.x;
+    attr[n].val.clusterDim.y = a.cluster.y;
+    attr[n++].val.clusterDim.z = a.cluster.z;
   }
   cfg.attrs = attr;
   cfg.numAttrs = n;

@@ -343,7 +343,12 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   return c;
 }
 
-}  // namespace
+// A fallback's kernel choice with the caller's launch options (pdl, prefetch_tiles).
+GemmConfig keeping_launch_options(GemmConfig fallback, const GemmConfig& caller) {
+  fallback.pdl = caller.pdl;
+  fallback.prefetch_tiles = caller.prefetch_tiles;
+  return fallback;
+}
 
 // PDL for the strip kernels up to 16 tokens but kernel 8 (GemmConfig, mxfp4_kernels.h).
 StripLaunch strip_launch(const GemmConfig& config, int kernel, int M) {
@@ -354,6 +359,8 @@ StripLaunch strip_launch(const GemmConfig& config, int kernel, int M) {
   if (config.prefetch_tiles) sl.prefetch_tiles = std::max(config.prefetch_tiles, 0);
   return sl;
 }
+
+}  // namespace
 
 void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                 cudaStream_t stream, GemmConfig config) {
@@ -380,9 +387,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     if (launch_dense_streamk(w, x, M, y, stream, c.strips_per_warp, c.batch_tiles, c.k_splits)) return;
     // Inside a capture before this stream's first eager stream-K launch: no
     // scratch can be allocated, so the rule's choice (never kernel 10).
-    GemmConfig rule = choose_config(w, M);
-    rule.pdl = config.pdl, rule.prefetch_tiles = config.prefetch_tiles;
-    return mxfp4_gemm(w, x, M, y, stream, rule);
+    return mxfp4_gemm(w, x, M, y, stream, keeping_launch_options(choose_config(w, M), config));
   }
   if (c.kernel == 3) return launch_dense_tiled(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 8) return launch_dense_balanced(w, x, M, y, stream, c.batch_tiles, sl);
@@ -400,8 +405,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     // wgmma kernel of before (or the strip kernel) instead.
     GemmConfig fallback;
     fallback.kernel = dense_wgmma_supported(w) ? 7 : 1;
-    fallback.pdl = config.pdl, fallback.prefetch_tiles = config.prefetch_tiles;
-    return mxfp4_gemm(w, x, M, y, stream, fallback);
+    return mxfp4_gemm(w, x, M, y, stream, keeping_launch_options(fallback, config));
   }
   if (c.kernel == 4) {
     if (M > 16) fail_input("mxfp4_gemm: the bulk kernel takes up to 16 tokens, got {}", M);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/device_info.h"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_internal.h"
@@ -102,20 +103,10 @@ void launch_tiled(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t
     MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        dev::kTiledSmemBytes));
   });
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(w.rows / dev::kTiledRows),
-                     unsigned((M + dev::kTiledTokens - 1) / dev::kTiledTokens), unsigned(splits));
-  cfg.blockDim = dim3(dev::kTiledThreads);
-  cfg.dynamicSmemBytes = dev::kTiledSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = unsigned(splits);
-  cfg.attrs = attr;
-  cfg.numAttrs = splits > 1 ? 1 : 0;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y));
+  const dim3 grid(unsigned(w.rows / dev::kTiledRows), unsigned((M + dev::kTiledTokens - 1) / dev::kTiledTokens),
+                  unsigned(splits));
+  launch_with(kernel, grid, dev::kTiledThreads, dev::kTiledSmemBytes, stream,
+              LaunchAttrs{false, dim3(1, 1, unsigned(splits))}, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
 }
 
 }  // namespace

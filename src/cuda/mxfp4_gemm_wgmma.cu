@@ -45,6 +45,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_wgmma.h"
 #include "cuda/per_device_once.h"
@@ -215,19 +216,8 @@ void launch_pass(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t*
     MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Layout<NT>::kSmem));
   });
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(w.rows / kRows), unsigned(splits));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = Layout<NT>::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = unsigned(splits);
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = splits > 1 ? 1 : 0;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y));
+  launch_with(kernel, dim3(unsigned(w.rows / kRows), unsigned(splits)), kThreads, Layout<NT>::kSmem, stream,
+              LaunchAttrs{false, dim3(1, unsigned(splits))}, w.codes, w.scales, x, M, int(w.rows), int(w.cols), y);
 }
 
 template <bool kBig>

@@ -47,6 +47,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/device_info.h"
 #include "cuda/host/dense_ring_plan.h"
 #include "cuda/host/streamk_ranges.h"
@@ -510,23 +511,12 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
     for (auto* k : {split_kernel, stream_kernel})
       if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
   });
-  cudaLaunchConfig_t cfg = {};
   const int blocks = p.N / L::kRowsCta;
   const int units = blocks * (p.K / kTileK / kStageTiles);
-  cfg.gridDim = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(streamk_grid(sm_count() * kCtas, units)));
-  cfg.blockDim = dim3(unsigned((kW + kProd) * 32));
-  cfg.dynamicSmemBytes = L::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = 1;
-  attr[1].val.clusterDim.y = unsigned(splits);
-  attr[1].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = splits > 1 ? 2 : 1;
-  MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits))
+                           : dim3(unsigned(streamk_grid(sm_count() * kCtas, units)));
+  launch_with(kernel, grid, (kW + kProd) * 32, L::kSmem, stream, LaunchAttrs{true, dim3(1, unsigned(splits ? splits : 1))},
+              p);
 }
 
 // The compiled combinations: 3 CTAs per SM and 2 strips per warp up to 32

@@ -15,7 +15,6 @@ struct StripLaunch {
   bool pdl = true;
   int prefetch_tiles = 4;
 };
-StripLaunch strip_launch(const GemmConfig& config, int kernel, int M);
 
 // Dense tensor-core kernel (mxfp4_gemm_tiled.cu): needs N % 128 == 0; any M.
 // k_splits 0 = chosen from the shape, else 1, 2, 4 or 8.
