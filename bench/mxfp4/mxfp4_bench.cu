@@ -172,7 +172,7 @@ void check_pdl_chain(cudaStream_t s) {
   w1.cols = w2.cols = K;
   // Auto and every strip kernel that takes PDL (kernel 8's rule says no: forced here).
   const std::pair<int, int> cases[] = {{1, 0}, {1, 2}, {1, 5}, {1, 6}, {1, 8}, {1, 12},
-                                       {16, 0}, {16, 2}, {16, 9}, {16, 12}, {16, 13}};
+                                       {16, 0}, {16, 2}, {16, 9}, {16, 12}};
   for (auto [M, kernel] : cases) {
     DeviceBuffer<uint16_t> x(size_t(M) * K), y1(size_t(M) * N), y2(y1.n);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
@@ -316,10 +316,6 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (M > 8 && N % 32 == 0)
           for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2}})
             variants.push_back({9, ks, 0, batch});
-        // Kernel 13 (one range of whole strip pairs per SM): {13, warps per CTA, 0, batch}.
-        if (M > 8 && N % 32 == 0)
-          for (auto [warps, batch] : {std::pair{20, 2}, std::pair{20, 1}, std::pair{16, 2}, std::pair{16, 1}})
-            variants.push_back({13, warps, 0, batch});
         // Stream-K (kernel 10): {kernel, CTAs per SM (0 = all that fit), strips per warp, batch}.
         if (M <= 8)
           variants.insert(variants.end(), {{10, 0, 1, 3}, {10, 0, 1, 4}, {10, 0, 2, 2}});
@@ -413,8 +409,6 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                    (ring ? " producer+" + std::to_string(ring) + " warps" : std::string());
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
-        else if (kernel == 13)
-          r.note = "pair ranges warps=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
         else if (kernel == 12)
           r.note = "pipelined" + (kparam ? " ks=" + std::to_string(kparam) : std::string()) +
                    " in-flight=" + std::to_string(batch);
@@ -439,14 +433,6 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
             cases.push_back(chain_case("strip pair ks=" + std::to_string(ks) + " batch=" + std::to_string(batch) +
                                            ", PDL",
                                        1, 0, 9, ks, batch));
-        // Kernel 13 in the graph, with and without PDL.
-        if (g_dense_small && M > 8 && N % 32 == 0)
-          for (auto [warps, batch] : {std::pair{20, 2}, std::pair{20, 1}, std::pair{18, 2}, std::pair{18, 1},
-                                      std::pair{16, 2}, std::pair{16, 1}}) {
-            const std::string label = "pair ranges warps=" + std::to_string(warps) + " batch=" + std::to_string(batch);
-            cases.push_back(chain_case(label + ", PDL", 1, 0, 13, warps, batch));
-            if (batch == 2) cases.push_back(chain_case(label + ", no PDL", -1, 0, 13, warps, batch));
-          }
         emit_chain_rows(weight, xin, M, y, ref, base, s, cases);
       }
       // Probe (permuted_x_probe.h): kernel 9's loop on x in its B-fragment order.

@@ -375,7 +375,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.k_splits) c.k_splits = config.k_splits;
   if (config.batch_tiles) c.batch_tiles = config.batch_tiles;
   if (config.strips_per_warp) c.strips_per_warp = config.strips_per_warp;
-  if (c.kernel < 1 || c.kernel > 13) fail_input("mxfp4_gemm: kernel must be 1..13, got {}", c.kernel);
+  if (c.kernel < 1 || c.kernel > 12) fail_input("mxfp4_gemm: kernel must be 1..12, got {}", c.kernel);
   const StripLaunch sl = strip_launch(config, c.kernel, M);
   if (c.kernel == 12) {
     if (M > 16) fail_input("mxfp4_gemm: the pipelined strip kernel takes 1..16 tokens, got {}", M);
@@ -396,7 +396,6 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
     const int ks = config.k_slices ? config.k_slices : c.k_slices == 8 ? 8 : 4;
     return launch_dense_pair(w, x, M, y, stream, ks, c.batch_tiles, sl);
   }
-  if (c.kernel == 13) return launch_dense_pair_ranges(w, x, M, y, stream, config.k_slices, c.batch_tiles, sl);
   if (c.kernel == 7) return launch_dense_wgmma(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 11) {
     if (launch_dense_ws(w, x, M, y, stream, config.k_splits, config.batch_tiles, config.strips_per_cta,

@@ -15,11 +15,8 @@
 // first use.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "cuda/cuda_check.h"
-#include "cuda/device_info.h"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_gemm_pair.h"
@@ -168,105 +165,6 @@ void launch_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
               int(w.rows), int(w.cols), y, sl.prefetch_tiles);
 }
 
-
-// Kernel 13 ("strip-pair-ranges"): kernel 9's loop over one contiguous range
-// of whole strip pairs per SM.
-//
-// Why: kernel 9 launches one CTA per pair, so the last wave runs part-empty:
-// 36864x7168 gives 1152 CTAs of 4 warps for 660 slots (1.75 waves), 7168x18432
-// 224 CTAs of 8 warps for 132 SMs (92 SMs run two, 40 one). Here the grid is
-// one CTA of kW warps per SM (min(SMs, pairs) CTAs); CTA b takes pairs
-// [P b / G, P (b + 1) / G) and cuts their (pair, K tile) units into kW equal
-// contiguous ranges, one per warp. A warp's range may cross pair boundaries;
-// each piece (segment) of it sums into its own shared-memory slot, and a
-// pair's result adds its slots in warp order: deterministic, no workspace and
-// no traffic between CTAs (the SMs differ by at most one pair).
-constexpr int kRangeMaxSegments = 3;  // pairs one warp's range may touch
-constexpr int kRangeSlotFloats = kPair * 2 * 4 * 32;  // both strips' accumulators of a warp at NT = 2
-
-// First unit of warp w when `units` are cut into kW equal ranges.
-template <int kW>
-__device__ __forceinline__ int range_start(int units, int w) {
-  return int(int64_t(units) * w / kW);
-}
-
-template <bool kBig, int kW, int kU>
-__global__ void __launch_bounds__(kW * 32, 1)
-    dense_pair_ranges_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
-                             const uint16_t* __restrict__ x, int M, int N, int K,
-                             uint16_t* __restrict__ y, int prefetch_tiles) {
-  constexpr int NT = 2, E = NT * 4 * 32;
-  extern __shared__ float slots[];  // [kW][kRangeMaxSegments][kRangeSlotFloats]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
-  const int KT = K / kTileK, pairs = N / (kStripRows * kPair);
-  const int p0 = int(int64_t(pairs) * blockIdx.x / gridDim.x);
-  const int p1 = int(int64_t(pairs) * (blockIdx.x + 1) / gridDim.x);
-  const int units = (p1 - p0) * KT;
-  const int u0 = range_start<kW>(units, warp), u1 = range_start<kW>(units, warp + 1);
-  const uint16_t* rows[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int token = nt * 8 + g;
-    rows[nt] = token < M ? x + size_t(token) * K : nullptr;
-  }
-  auto pair_tile0 = [&](int u) { return size_t(p0 + u / KT) * kPair * KT; };
-  {
-    // The first segment's tiles of both strips asked of the L2 before the wait
-    // (an empty range asks for nothing but still waits: it stores y below).
-    const size_t t0 = pair_tile0(u0);
-    const int kt0 = u0 % KT, kt1 = min(KT, kt0 + (u1 - u0));
-    dev::prefetch_strip_tiles(codes + (t0 + KT) * kTileCodeBytes, scales + (t0 + KT) * kTileScaleBytes, kt0, kt1,
-                              prefetch_tiles);
-    dev::strip_launch_prologue(codes + t0 * kTileCodeBytes, scales + t0 * kTileScaleBytes, kt0, kt1,
-                               prefetch_tiles);
-  }
-  float* mine = slots + warp * kRangeMaxSegments * kRangeSlotFloats;
-  for (int u = u0; u < u1; mine += kRangeSlotFloats) {
-    const int kt0 = u % KT, kt1 = min(KT, kt0 + (u1 - u));
-    const size_t t0 = pair_tile0(u);
-    float acc[kPair][NT][4] = {};
-    pair_mma<NT, kBig, kU>(codes + t0 * kTileCodeBytes, scales + t0 * kTileScaleBytes, KT, kt0, kt1, rows, acc);
-#pragma unroll
-    for (int s = 0; s < kPair; ++s)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) mine[s * E + (nt * 4 + c) * 32 + lane] = acc[s][nt][c];
-    u += kt1 - kt0;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < (p1 - p0) * kRangeSlotFloats; e += kW * 32) {
-    const int q = e / kRangeSlotFloats, f = e % kRangeSlotFloats;
-    // The warps whose ranges hold pair q's first and last unit (the last warp
-    // starting at or before unit u holds it: ranges are contiguous).
-    const int w_first = int((int64_t(q * KT + 1) * kW - 1) / units);
-    const int w_last = int((int64_t((q + 1) * KT) * kW - 1) / units);
-    float sum = 0.f;
-    for (int w = w_first; w <= w_last; ++w) {
-      const int segment = q - range_start<kW>(units, w) / KT;
-      sum += slots[(w * kRangeMaxSegments + segment) * kRangeSlotFloats + f];
-    }
-    const int s = f / E, i = f % E, l = i & 31, nt = (i >> 5) >> 2, c = (i >> 5) & 3;
-    const int row = ((p0 + q) * kPair + s) * kStripRows + (l >> 2) + 8 * (c >> 1);
-    const int token = nt * 8 + 2 * (l & 3) + (c & 1);
-    if (token < M) y[size_t(token) * N + row] = dev::float_to_bf16_bits(sum);
-  }
-}
-
-template <int kW, int kU>
-void launch_ranges_variant(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                           cudaStream_t stream, StripLaunch sl, int ctas) {
-  constexpr int kSmem = kW * kRangeMaxSegments * kRangeSlotFloats * 4;
-  static PerDeviceOnce smem_attribute;
-  smem_attribute([] {
-    for (auto* k : {dense_pair_ranges_kernel<true, kW, kU>, dense_pair_ranges_kernel<false, kW, kU>})
-      MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  });
-  auto* kernel = w.big_scales ? dense_pair_ranges_kernel<true, kW, kU> : dense_pair_ranges_kernel<false, kW, kU>;
-  launch_with(kernel, dim3(unsigned(ctas)), kW * 32, kSmem, stream, LaunchAttrs{sl.pdl, 1}, w.codes, w.scales, x,
-              M, int(w.rows), int(w.cols), y, sl.prefetch_tiles);
-}
-
 }  // namespace
 
 bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices) {
@@ -294,31 +192,6 @@ void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uin
   if (ks == 8 && b == 1) return launch_variant<8, 1>(w, x, M, y, stream, sl);
   if (ks == 8 && b == 2) return launch_variant<8, 2>(w, x, M, y, stream, sl);
   fail_input("mxfp4_gemm: no strip-pair kernel with {} K-slices and {}-tile batches", ks, b);
-}
-
-bool dense_pair_ranges_supported(const Mxfp4DeviceWeight& w, int warps) {
-  if (w.rows % (kStripRows * kPair) || w.rows <= 0 || w.cols < kTileK) return false;
-  // A warp's range touches at most kRangeMaxSegments pairs: at most 2 kW pairs per CTA.
-  const int64_t pairs = w.rows / (kStripRows * kPair), ctas = std::min<int64_t>(sm_count(), pairs);
-  return (pairs + ctas - 1) / ctas <= int64_t(2) * (warps ? warps : 20);
-}
-
-void launch_dense_pair_ranges(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                              cudaStream_t stream, int warps, int batch_tiles, StripLaunch sl) {
-  const int kw = warps ? warps : 20, b = batch_tiles ? batch_tiles : 2;
-  if (M < 9 || M > 16) fail_input("mxfp4_gemm: the strip-pair-ranges kernel takes 9..16 tokens, got {}", M);
-  if (!dense_pair_ranges_supported(w, kw))
-    fail_input("mxfp4_gemm: the strip-pair-ranges kernel needs N % 32 == 0, K >= 64 and at most {} pairs per SM, "
-               "got [{}, {}]",
-               2 * kw, w.rows, w.cols);
-  const int ctas = int(std::min<int64_t>(sm_count(), w.rows / (kStripRows * kPair)));
-  if (kw == 16 && b == 1) return launch_ranges_variant<16, 1>(w, x, M, y, stream, sl, ctas);
-  if (kw == 16 && b == 2) return launch_ranges_variant<16, 2>(w, x, M, y, stream, sl, ctas);
-  if (kw == 18 && b == 1) return launch_ranges_variant<18, 1>(w, x, M, y, stream, sl, ctas);
-  if (kw == 18 && b == 2) return launch_ranges_variant<18, 2>(w, x, M, y, stream, sl, ctas);
-  if (kw == 20 && b == 1) return launch_ranges_variant<20, 1>(w, x, M, y, stream, sl, ctas);
-  if (kw == 20 && b == 2) return launch_ranges_variant<20, 2>(w, x, M, y, stream, sl, ctas);
-  fail_input("mxfp4_gemm: no strip-pair-ranges kernel with {} warps and {}-tile batches", kw, b);
 }
 
 }  // namespace mx::cuda

@@ -21,12 +21,4 @@ bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices);
 void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                        cudaStream_t stream, int k_slices, int batch_tiles, StripLaunch sl, bool pipelined = false);
 
-// Kernel 13: kernel 9's loop over one contiguous range of whole strip pairs
-// per SM (one CTA of `warps` warps per SM, 16, 18 or 20; 0 = 20), the CTA's
-// (pair, K tile) units cut evenly over its warps. Needs N % 32 == 0 and at
-// most 2 x warps pairs per SM.
-bool dense_pair_ranges_supported(const Mxfp4DeviceWeight& w, int warps);
-void launch_dense_pair_ranges(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
-                              cudaStream_t stream, int warps, int batch_tiles, StripLaunch sl);
-
 }  // namespace mx::cuda

@@ -48,9 +48,6 @@ struct Mxfp4DeviceWeight {
 // software-pipelined loop: each lane copies its operands of the K tile
 // batch_tiles ahead into a per-warp cp.async ring before a tile is computed
 // (mxfp4_gemm_small16_pipe.cuh).
-// 13 = kernel 9's loop over one contiguous range of whole strip pairs per SM:
-// one CTA per SM, the CTA's (pair, K tile) units cut evenly over its warps,
-// 9..16 tokens, N % 32 == 0 (mxfp4_gemm_pair.cu).
 // Strip kernels 1-2: strips_per_cta must be 1; k_slices 4, 8 or 16 up to 16
 // tokens, 4 above. Tiled kernel: k_splits 1, 2, 4 or 8 CTAs (one cluster)
 // split K. Kernels 5 and 6 take kernel 1's k_slices. Kernel 4: k_slices 4;
@@ -72,8 +69,7 @@ struct Mxfp4DeviceWeight {
 // 1 CTA per SM sharing each activation stage over 256 rows, N % 256 == 0); the
 // other three fields must then be 0.
 // Kernel 12: batch_tiles = K tiles in flight (2 or 3; 0 = 2); k_slices as
-// kernel 9 from 9 tokens. Kernel 13: k_slices = warps per CTA (16 or 20; 0 =
-// 20; 16 and 18 compiled too), batch_tiles as kernel 9.
+// kernel 9 from 9 tokens.
 // Up to 16 tokens, strip kernels 1, 2, 5, 6, 9 and 12 are launched with
 // programmatic dependent launch, kernel 8 and every strip launch above 16
 // tokens without (pdl 0 = that rule, 1 = with, -1 = without; H200
@@ -90,7 +86,7 @@ struct Mxfp4DeviceWeight {
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)
   int k_slices = 0;        // warps per strip, each a slice of K, summed in shared memory
-  int kernel = 0;          // 0 = from the shape, else 1..13 (above)
+  int kernel = 0;          // 0 = from the shape, else 1..12 (above)
   int k_splits = 0;        // tiled and bulk kernels: CTAs splitting K (0 = from the shape)
   int batch_tiles = 0;     // kernels 8, 9, 10: weight tiles per load batch (0 = from the shape)
   int strips_per_warp = 0;  // kernel 10: strips each warp walks together (0 = from the shape)

@@ -14,12 +14,12 @@ int parse(const std::vector<std::string>& names, const std::string& name, const 
 
 }  // namespace
 
-// GemmConfig::kernel 0..13 (docs/kernels.md).
+// GemmConfig::kernel 0..12 (docs/kernels.md).
 const std::vector<std::string>& mxfp4_gemm_kernel_names() {
   static const std::vector<std::string> names = {"auto",       "strip",         "strip-ring",          "tiled",
                                                  "strip-bulk", "strip-batched", "strip-batched-tight", "wgmma",
                                                  "strip-balanced", "strip-pair", "strip-streamk", "wgmma-ring",
-                                                 "strip-pipelined", "strip-pair-ranges"};
+                                                 "strip-pipelined"};
   return names;
 }
 

@@ -418,12 +418,11 @@ void forced_kernel_cases(Harness& h) {
   // kernel takes every M (it loops); kernel 6 only M <= 8 (refuses 12 and 64);
   // the balanced split 1..16 tokens (refuses 64); the strip pair 9..16 (refuses
   // 1 and 64); stream-K 1..16 (refuses 64); the ring kernel takes all three
-  // (N % 128, K % 128); the pipelined strip kernel 1..16 (refuses 64); the
-  // strip-pair ranges 9..16 (refuses 1 and 64). Others
+  // (N % 128, K % 128); the pipelined strip kernel 1..16 (refuses 64). Others
   // are reported, not checked.
   const std::map<std::string, int> expected_refusals = {
       {"strip", 0}, {"strip-batched-tight", 2}, {"strip-balanced", 1}, {"strip-pair", 2}, {"strip-streamk", 1},
-      {"wgmma-ring", 0}, {"strip-pipelined", 1}, {"strip-pair-ranges", 2}};
+      {"wgmma-ring", 0}, {"strip-pipelined", 1}};
   for (const std::string& name : mxfp4_gemm_kernel_names()) {
     if (name == "auto") continue;
     opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel(name);
@@ -462,26 +461,6 @@ void forced_kernel_cases(Harness& h) {
                           plan.ring_warps),
               gpu.linear(gpu.to_device(x), lw), h.cpu_.linear(x, lw), kBf16Output);
     }
-  }
-  {
-    // The strip-pair ranges (kernel 13, 20 warps per CTA): 5-6 pairs per CTA
-    // with warp ranges crossing one pair boundary; 39 pairs of 2 K tiles per
-    // CTA, where ranges of 3.9 units touch 3 pairs (the most it takes); fewer
-    // pairs than SMs and fewer units than warps (empty ranges).
-    opt.mxfp4_gemm_kernel = parse_mxfp4_gemm_kernel("strip-pair-ranges");
-    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    const int64_t sms = cuda::sm_count();
-    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{16, 32 * (5 * sms + 7), 1024},
-                           {13, 32 * 39 * sms, 128},
-                           {9, 32 * (sms - 5), 192}}) {
-      LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, N, K, false, false);
-      Tensor x = bf16_rounded(random_f32({M, K}));
-      h.check("linear", fmt::format("mxfp4 --mxfp4-gemm-kernel strip-pair-ranges M{} N{} K{}", M, N, K),
-              gpu.linear(gpu.to_device(x), lw), h.cpu_.linear(x, lw), kBf16Output);
-    }
-    if (gpu.refused_forced_gemm_shapes())
-      h.out_.push_back(Result{"linear", "--mxfp4-gemm-kernel strip-pair-ranges: range shapes refused", 0, 0, true,
-                              fmt::format("FAIL: {} of 3 refused, expected 0", gpu.refused_forced_gemm_shapes())});
   }
   opt.mxfp4_gemm_kernel = 0;
   {

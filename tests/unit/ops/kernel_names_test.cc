@@ -35,7 +35,7 @@ TEST(KernelNames, NumbersTheKernelsDocumentStayPut) {
   EXPECT_EQ(mxfp4_gemm_kernel_names(), (std::vector<std::string>{"auto", "strip", "strip-ring", "tiled", "strip-bulk",
                                                                  "strip-batched", "strip-batched-tight", "wgmma",
                                                                  "strip-balanced", "strip-pair", "strip-streamk",
-                                                                 "wgmma-ring", "strip-pipelined", "strip-pair-ranges"}));
+                                                                 "wgmma-ring", "strip-pipelined"}));
   EXPECT_EQ(moe_kernel_names(), (std::vector<std::string>{"auto", "routed", "direct", "prefill-tiles", "prefill-wgmma",
                                                           "prefill-ws"}));
   EXPECT_EQ(w4a4_mma_names(), (std::vector<std::string>{"auto", "bf16", "fp8", "fp8-256"}));
