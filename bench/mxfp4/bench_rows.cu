@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "timing.h"
+
 namespace mxbench {
 
 std::vector<Row> g_rows;
@@ -27,13 +29,19 @@ bool moe_row_selected(const char* label) {
 
 void emit(const Row& r) {
   g_rows.push_back(r);
-  char buf[1024];
+  Row& row = g_rows.back();
+  if (row.us > 0) {
+    const ClockReading c = clock_during(row.windows.empty() ? std::vector<ClockWindow>{last_timed_window()} : row.windows);
+    row.sm_mhz = c.sm_mhz, row.power_w = c.power_w, row.capped = c.capped;
+  }
+  char buf[1200];
   std::snprintf(buf, sizeof buf,
                 "{\"kernel\":\"%s\",\"shape\":\"%s\",\"M\":%d,\"mode\":\"%s\",\"us\":%.3f,"
                 "\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,\"touched\":%.1f,"
-                "\"note\":\"%s\"}",
-                r.kernel.c_str(), r.shape.c_str(), r.M, r.mode.c_str(), r.us, r.floor_us,
-                r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.extra, r.note.c_str());
+                "\"sm_mhz\":%.0f,\"power_w\":%.0f,\"power_capped\":%.2f,\"note\":\"%s\"}",
+                row.kernel.c_str(), row.shape.c_str(), row.M, row.mode.c_str(), row.us, row.floor_us,
+                row.floor_us > 0 ? row.us / row.floor_us : 0.0, row.rel_err, row.nan_count, row.extra, row.sm_mhz,
+                row.power_w, row.capped, row.note.c_str());
   std::printf("%s\n", buf);
   std::fflush(stdout);
   if (g_json) std::fprintf(g_json, "%s\n", buf), std::fflush(g_json);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_buffer.h"
+#include "gpu_clock.h"
 
 namespace mxbench {
 
@@ -17,6 +18,10 @@ struct Row {  // one result line
   double us = 0, floor_us = 0, rel_err = -1;
   long nan_count = -1;
   double extra = 0;  // MoE: touched experts
+  // When the row's time was taken, for its GPU clock (gpu_clock.h); empty:
+  // the last median_us's window. Rows without a time report no clock.
+  std::vector<ClockWindow> windows;
+  double sm_mhz = 0, power_w = 0, capped = 0;  // filled by emit (gpu_clock.h)
 };
 
 extern std::vector<Row> g_rows;  // every emitted row, for the table at the end

@@ -217,6 +217,7 @@ Row events_row(VariantRun& run, const SetZeroCheck& check, double grid_diff, int
   r.M = T;
   r.mode = run.v.w4a4 ? "W4A4" : "W4A16";
   r.us = median_us([&](int i) { run.step(i % sets); }, T >= 512 ? 20 : 200, run.s);
+  r.windows = {last_timed_window()};  // the phase timings below time more
   r.floor_us = in.floor();
   r.rel_err = check.rel_err;
   r.nan_count = check.nan;
@@ -251,6 +252,7 @@ Row graph_row(const VariantRun& run, const Row& events) {
   cudaGraphDestroy(graph);
   Row g = events;
   g.us = graph_us;
+  g.windows = {last_timed_window()};
   g.note = std::string(run.v.label) + ", CUDA graph, mean of " + std::to_string(sets) + " steps";
   return g;
 }

@@ -208,9 +208,15 @@ void check_pdl_chain(cudaStream_t s) {
 // CTAs start in the SM slots the previous one leaves and ask the L2 for their
 // first weight tiles while it finishes (in the engine the GEMM follows a
 // conversion kernel instead, which gives less of that overlap). Each case: y poisoned, the
-// graph run once and its y checked against the reference, then the graph's
-// mean time per launch.
+// graph run once and its y checked against the reference. Then the cases are
+// timed in kChainRounds interleaved rounds (every case once per round, 10
+// replays each), and a case's time per launch is the median over its rounds:
+// the board's power cap moves the SM clock by up to 20% over seconds
+// (gpu_clock.h), and timing the cases one after another gave each its own
+// moment of that swing (the first case, after an idle host-side setup, ran at
+// full clock); interleaved, every case sees the same mix.
 constexpr int kChain = 16;
+constexpr int kChainRounds = 7;
 
 struct ChainCase {
   std::string label;
@@ -232,26 +238,40 @@ template <class Weight>
 void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const DeviceBuffer<uint16_t>& y,
                      const DeviceBuffer<float>& ref, const Row& base, cudaStream_t s,
                      const std::vector<ChainCase>& cases) {
+  std::vector<cudaGraphExec_t> execs;
+  std::vector<Row> rows;
   for (const ChainCase& cc : cases) {
-    const GemmConfig& cfg = cc.cfg;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kChain; ++i) mxfp4_gemm(weight(i + 1), x, M, y.p, s, cfg);
+    for (int i = 0; i < kChain; ++i) mxfp4_gemm(weight(i + 1), x, M, y.p, s, cc.cfg);
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphDestroy(graph));
     CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
     CK(cudaGraphLaunch(exec, s));
     CK(cudaStreamSynchronize(s));
     const ErrStats err = compare(y.download(), ref.download());
     Row r = base;
-    r.us = median_us([&](int) { CK(cudaGraphLaunch(exec, s)); }, 30, s) / kChain;
     r.rel_err = err.rel;
     r.nan_count = err.nan;
-    r.note = cc.label + ", CUDA graph of " + std::to_string(kChain) + " launches";
-    emit(r);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    r.note = cc.label + ", CUDA graph of " + std::to_string(kChain) + " launches, median of " +
+             std::to_string(kChainRounds) + " interleaved rounds";
+    execs.push_back(exec);
+    rows.push_back(r);
+  }
+  std::vector<std::vector<double>> per_round(cases.size());
+  for (int round = 0; round < kChainRounds; ++round)
+    for (size_t c = 0; c < cases.size(); ++c) {
+      per_round[c].push_back(median_us([&](int) { CK(cudaGraphLaunch(execs[c], s)); }, 10, s, 2) / kChain);
+      rows[c].windows.push_back(last_timed_window());
+    }
+  for (size_t c = 0; c < cases.size(); ++c) {
+    std::vector<double>& t = per_round[c];
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    rows[c].us = t[t.size() / 2];
+    emit(rows[c]);
+    CK(cudaGraphExecDestroy(execs[c]));
   }
 }
 
@@ -530,6 +550,7 @@ int main(int argc, char** argv) {
                 prop.l2CacheSize >> 20, (unsigned long long)g_seed);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (!profile) start_clock_sampler(0);  // ncu runs take no samples beside them
     if (profile) {
       if (g_dense_small) profile_small_run(s, next_seed);
       else if (g_dense) profile_dense_run(s, next_seed);
@@ -590,12 +611,13 @@ int main(int argc, char** argv) {
       bench_moe(quick ? std::vector<int>{1, 2, 8, 40, 8192} : std::vector<int>{1, 2, 8, 40, 512, 8192}, s, 384);
     }
 
-    std::printf("\n| kernel | shape | M/T | mode | time us | floor us | ratio | rel err | unwritten | note |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    stop_clock_sampler();
+    std::printf("\n| kernel | shape | M/T | mode | time us | floor us | ratio | rel err | unwritten | SM MHz | note |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : g_rows)
-      std::printf("| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.2e | %ld | %s |\n", r.kernel.c_str(),
+      std::printf("| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.2e | %ld | %.0f | %s |\n", r.kernel.c_str(),
                   r.shape.c_str(), r.M, r.mode.c_str(), r.us, r.floor_us,
-                  r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.note.c_str());
+                  r.floor_us > 0 ? r.us / r.floor_us : 0.0, r.rel_err, r.nan_count, r.sm_mhz, r.note.c_str());
     if (g_json) std::fclose(g_json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mxfp4_bench: %s\n", e.what());

@@ -52,10 +52,18 @@ def pick(rows, prefer_graph):
     judged = dict(rows[0])
     judged["us"] = sum(r["us"] for r in rows) / len(rows)
     judged["floor_us"] = sum(r["floor_us"] for r in rows) / len(rows)
+    clocks = [r["sm_mhz"] for r in rows if r.get("sm_mhz")]
+    judged["sm_mhz"] = sum(clocks) / len(clocks) if clocks else None
     rates = [tflops(r) for r in rows]
     # TFLOP/s of the averaged time: the same work over the mean of the times.
     judged["tflops"] = None if None in rates else len(rows) / sum(1 / t for t in rates)
     return judged
+
+
+def at_clock(r):
+    """The SM clock the row ran at (mxfp4_bench samples it: the board's power
+    cap moves it by up to 20%), as text to append; empty when not sampled."""
+    return f" at {r['sm_mhz']:.0f} MHz" if r.get("sm_mhz") else ""
 
 
 def tflops(r):
@@ -79,7 +87,8 @@ def scorecard(ours, peers):
             else:
                 ratio = r["us"] / r["floor_us"]
                 timing = "graph" if "CUDA graph" in r["note"] else "events"
-                lines.append((f"MoE decode {mode}", f"{case} ({timing})", f"{r['us']:.1f} us = {ratio:.2f}x floor",
+                lines.append((f"MoE decode {mode}", f"{case} ({timing})",
+                              f"{r['us']:.1f} us = {ratio:.2f}x floor{at_clock(r)}",
                               f"<= {DECODE_RATIO}x", ratio <= DECODE_RATIO))
             if mode != "W4A16":
                 continue
@@ -109,7 +118,7 @@ def scorecard(ours, peers):
             ev = pick([x for x in autos if "CUDA graph" not in x.get("note", "")], prefer_graph=False)
             beside = f"; events {ev['us']:.1f} us = {ev['us'] / ev['floor_us']:.2f}x" if ev and timing == "graph" else ""
             lines.append(("dense W4A16", f"{shape.split()[1]} M={m} ({timing})",
-                          f"{r['us']:.1f} us = {ratio:.2f}x floor{beside}", f"<= {DENSE_RATIO}x",
+                          f"{r['us']:.1f} us = {ratio:.2f}x floor{at_clock(r)}{beside}", f"<= {DENSE_RATIO}x",
                           ratio <= DENSE_RATIO))
     for mode in ("W4A16", "W4A4"):
         r = pick([x for x in ours if x["kernel"] == "fused_moe" and x["M"] == PREFILL_TOKENS and x["mode"] == mode

@@ -70,6 +70,18 @@ def test_dense_is_judged_on_the_graph_timing_with_the_events_timing_beside_it(tm
     assert "45.0 us = 1.36x floor; events 42.0 us = 1.27x" in line and "MISSED" in line, line
 
 
+def test_the_sm_clock_the_rows_ran_at_is_printed_and_averaged_over_repeats(tmp_path):
+    # mxfp4_bench samples the SM clock (the power cap moves it by up to 20%).
+    a = row("gemm", "dense_gate_up 36864x7168", 12, 44.0, 33.0, "auto, CUDA graph of 16 launches")
+    b = row("fused_moe", MOE, 1, 60.0, 44.0, "auto, CUDA graph, mean of 8 steps")
+    c = row("fused_moe", MOE, 1, 62.0, 44.0, "auto, again, CUDA graph, mean of 8 steps")
+    a["sm_mhz"], b["sm_mhz"], c["sm_mhz"] = 1785.0, 1980.0, 1700.0
+    out = run(tmp_path, [a, b, c, row("gemm", "dense_down 7168x18432", 1, 20.0, 16.5)])
+    assert "44.0 us = 1.33x floor at 1785 MHz" in line_of(out, "36864x7168 M=12 (graph)")
+    assert "61.0 us = 1.39x floor at 1840 MHz" in line_of(out, "MoE decode W4A16 | 1 token (")
+    assert "MHz" not in line_of(out, "7168x18432 M=1 (events)")  # not sampled: nothing claimed
+
+
 def test_torch_peer_speedup_is_a_target_at_decode_sizes(tmp_path):
     rows = [row("fused_moe", MOE, 40, 1600.0, 1190.0, "auto, CUDA graph, mean of 8 steps")]
     f = tmp_path / "peers.jsonl"
