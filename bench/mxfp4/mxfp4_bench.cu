@@ -445,7 +445,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         cases.insert(cases.end(), {chain_case("auto kernel, PDL", 1, 0), chain_case("auto kernel, no PDL", -1, -1)});
         if (g_dense_small && M <= 16)
           cases.insert(cases.end(), {chain_case("auto kernel, PDL no prefetch", 1, -1),
-                                     chain_case("auto kernel, PDL prefetch 2", 1, 2),
+                                     chain_case("auto kernel, PDL prefetch 4", 1, 4),
                                      chain_case("auto kernel, PDL prefetch 8", 1, 8)});
         // Kernel 9's K-slices and batches in the graph (PDL), 9..16 tokens.
         if (g_dense_small && M > 8 && N % 32 == 0)

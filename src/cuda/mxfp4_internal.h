@@ -13,7 +13,7 @@ namespace mx::cuda {
 // tiles it asks the L2 for before waiting on the previous kernel.
 struct StripLaunch {
   bool pdl = true;
-  int prefetch_tiles = 4;
+  int prefetch_tiles = 2;
 };
 
 // Dense tensor-core kernel (mxfp4_gemm_tiled.cu): needs N % 128 == 0; any M.
