@@ -35,6 +35,12 @@ struct Sampler {
   std::vector<Sample> samples;
   std::atomic<bool> running{false};
   std::thread thread;
+  // The bench's early returns and error paths end the program without
+  // stop_clock_sampler: a joinable thread destroyed at exit would abort it.
+  ~Sampler() {
+    running = false;
+    if (thread.joinable()) thread.join();
+  }
 };
 
 Sampler& sampler() {
@@ -89,8 +95,8 @@ void start_clock_sampler(int device) {
 
 void stop_clock_sampler() {
   Sampler& s = sampler();
-  if (!s.running.exchange(false)) return;
-  s.thread.join();
+  s.running = false;
+  if (s.thread.joinable()) s.thread.join();
 }
 
 ClockReading clock_during(const std::vector<ClockWindow>& windows) {
