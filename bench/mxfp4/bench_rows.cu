@@ -2,6 +2,7 @@
 #include "bench_rows.h"
 
 #include <cstring>
+#include <string>
 
 #include "timing.h"
 
@@ -27,24 +28,45 @@ bool moe_row_selected(const char* label) {
   return false;
 }
 
+namespace {
+
+// A JSON string literal of `text` (quotes, backslashes and control characters escaped).
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 void emit(const Row& r) {
   g_rows.push_back(r);
   Row& row = g_rows.back();
   if (row.us > 0) {
     const ClockReading c = clock_during(row.windows.empty() ? std::vector<ClockWindow>{last_timed_window()} : row.windows);
-    row.sm_mhz = c.sm_mhz, row.power_w = c.power_w, row.capped = c.capped;
+    row.sm_mhz = c.sm_mhz, row.power_w = c.power_w, row.capped = c.capped, row.clock_samples = c.samples;
   }
-  char buf[1200];
-  std::snprintf(buf, sizeof buf,
-                "{\"kernel\":\"%s\",\"shape\":\"%s\",\"M\":%d,\"mode\":\"%s\",\"us\":%.3f,"
-                "\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,\"touched\":%.1f,"
-                "\"sm_mhz\":%.0f,\"power_w\":%.0f,\"power_capped\":%.2f,\"note\":\"%s\"}",
-                row.kernel.c_str(), row.shape.c_str(), row.M, row.mode.c_str(), row.us, row.floor_us,
-                row.floor_us > 0 ? row.us / row.floor_us : 0.0, row.rel_err, row.nan_count, row.extra, row.sm_mhz,
-                row.power_w, row.capped, row.note.c_str());
-  std::printf("%s\n", buf);
+  char nums[512];
+  std::snprintf(nums, sizeof nums,
+                "\"M\":%d,\"us\":%.3f,\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,"
+                "\"touched\":%.1f,\"sm_mhz\":%.0f,\"power_w\":%.0f,\"power_capped\":%.2f,\"clock_samples\":%d,",
+                row.M, row.us, row.floor_us, row.floor_us > 0 ? row.us / row.floor_us : 0.0, row.rel_err,
+                row.nan_count, row.extra, row.sm_mhz, row.power_w, row.capped, row.clock_samples);
+  const std::string line = "{\"kernel\":" + json_string(row.kernel) + ",\"shape\":" + json_string(row.shape) +
+                           ",\"mode\":" + json_string(row.mode) + "," + nums + "\"note\":" +
+                           json_string(row.note) + "}";
+  std::printf("%s\n", line.c_str());
   std::fflush(stdout);
-  if (g_json) std::fprintf(g_json, "%s\n", buf), std::fflush(g_json);
+  if (g_json) std::fprintf(g_json, "%s\n", line.c_str()), std::fflush(g_json);
 }
 
 double floor_us(double bytes) { return bytes / (g_copy_gbps * 1e3); }

@@ -22,6 +22,7 @@ struct Row {  // one result line
   // the last median_us's window. Rows without a time report no clock.
   std::vector<ClockWindow> windows;
   double sm_mhz = 0, power_w = 0, capped = 0;  // filled by emit (gpu_clock.h)
+  int clock_samples = 0;
 };
 
 extern std::vector<Row> g_rows;  // every emitted row, for the table at the end

@@ -79,12 +79,13 @@ void start_clock_sampler(int device) {
   s.running = true;
   s.thread = std::thread([&s, dev, clock, power, reasons] {
     while (s.running.load()) {
-      Sample x{std::chrono::steady_clock::now(), 0, 0, false};
+      const SteadyTime before = std::chrono::steady_clock::now();
+      Sample x{before, 0, 0, false};
       unsigned long long r = 0;
-      clock(dev, kNvmlClockSm, &x.sm_mhz);
-      power(dev, &x.power_mw);
+      const bool ok = clock(dev, kNvmlClockSm, &x.sm_mhz) == 0 && power(dev, &x.power_mw) == 0;
       if (reasons && reasons(dev, &r) == 0) x.capped = (r & kSwPowerCap) != 0;
-      {
+      x.at = before + (std::chrono::steady_clock::now() - before) / 2;  // the queries take tens of us
+      if (ok) {  // a failed query is no sample (not a zero in the medians)
         std::lock_guard<std::mutex> lock(s.mutex);
         s.samples.push_back(x);
       }

@@ -5,6 +5,8 @@
 // at different moments of one run differ by up to 20%
 // (docs/kernels.md, session 11). Each row reports the clock it ran at.
 // Without NVML (no driver library) the sampler stays off and rows report 0.
+// The period is 2 ms plus the queries' time, so a row timed for less than a
+// few ms may get no sample (it then reports 0 and a sample count of 0).
 #pragma once
 #include <chrono>
 #include <vector>
@@ -19,12 +21,16 @@ struct ClockWindow {  // an interval during which something was timed
 
 struct ClockReading {
   double sm_mhz = 0;   // median SM clock over the samples in the windows
-  double power_w = 0;  // median board power
+  // Median of NVML's board power readings, which on Hopper are a 1-second
+  // average: over a long run of similar rows it is their power, for a single
+  // short row it also holds what ran before it.
+  double power_w = 0;
   double capped = 0;   // fraction of samples with the software power cap active
   int samples = 0;
 };
 
-// Starts the sampler for CUDA device `device` (once; later calls do nothing).
+// Starts the sampler for CUDA device `device` (a call while it runs does
+// nothing; after stop_clock_sampler it starts again).
 void start_clock_sampler(int device);
 void stop_clock_sampler();
 // The samples taken inside any of `windows` (none: a zero reading).

@@ -260,9 +260,12 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
     execs.push_back(exec);
     rows.push_back(r);
   }
+  // Each round starts one case later, so no case always runs first (after
+  // the idle setup) or right after the same neighbour.
   std::vector<std::vector<double>> per_round(cases.size());
   for (int round = 0; round < kChainRounds; ++round)
-    for (size_t c = 0; c < cases.size(); ++c) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const size_t c = (i + size_t(round)) % cases.size();
       per_round[c].push_back(median_us([&](int) { CK(cudaGraphLaunch(execs[c], s)); }, 10, s, 2) / kChain);
       rows[c].windows.push_back(last_timed_window());
     }
@@ -495,8 +498,9 @@ void bench_read_floor(const Shape& sh, cudaStream_t s, bool probes) {
   const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 1.0, 32.0));
   DeviceBuffer<uint8_t> buf(bytes * copies);
   fill_random_bytes(buf.p, buf.n, next_seed(), s);
-  auto row = [&](const char* kernel, double us, const std::string& note) {
+  auto row = [&](const char* kernel, double us, const std::string& note, std::vector<ClockWindow> windows = {}) {
     Row r;
+    r.windows = std::move(windows);
     r.kernel = kernel;
     r.shape = std::string(sh.name) + " " + std::to_string(sh.N) + "x" + std::to_string(sh.K);
     r.us = us;
@@ -506,7 +510,7 @@ void bench_read_floor(const Shape& sh, cudaStream_t s, bool probes) {
   };
   row("read_only", time_read_only_launch(buf.p, bytes, copies, s), "one launch reading the weight bytes");
   if (probes)
-    for (const ReadProbe& p : run_read_probes(buf.p, bytes, copies, s)) row("read_probe", p.us, p.label);
+    for (const ReadProbe& p : run_read_probes(buf.p, bytes, copies, s)) row("read_probe", p.us, p.label, {p.timed});
 }
 
 }  // namespace

@@ -145,7 +145,8 @@ std::vector<ReadProbe> run_read_probes(const uint8_t* buf, size_t bytes, int cop
   uint32_t* out = out_buf.p;
   std::vector<ReadProbe> rows;
   auto time = [&](const std::string& label, auto launch) {
-    rows.push_back({label, time_launches(buf, bytes, copies, s, launch)});
+    const double us = time_launches(buf, bytes, copies, s, launch);
+    rows.push_back({label, us, last_timed_window()});
   };
   const size_t n16 = bytes / 16;
   time("ldg range x8, 4 CTAs x 512 / SM", [&](const uint8_t* p) {

@@ -16,11 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "gpu_clock.h"
+
 namespace mxbench {
 
 struct ReadProbe {
   std::string label;
   double us = 0;
+  ClockWindow timed;  // when it was timed (its row's clock, gpu_clock.h)
 };
 
 // Both take `copies` copies of `bytes` bytes each at `buf` (16-byte aligned,

@@ -73,17 +73,19 @@ struct Mxfp4DeviceWeight {
 // Up to 16 tokens, strip kernels 1, 2, 5, 6, 9 and 12 are launched with
 // programmatic dependent launch, kernel 8 and every strip launch above 16
 // tokens without (pdl 0 = that rule, 1 = with, -1 = without). H200, graph of
-// launches timed in interleaved rounds (2026-12-02,
-// bench/mxfp4/results-dense-small-2026-12-02-s11.md): PDL with the prefetch
-// took 6-18% off the expert and MLA shapes (expert down at 1 token 4.0 vs 4.9
-// us) and 0-1.5% off kernels 5 and 9 on the large weights; kernel 8 runs 5-8%
-// slower under it (its one wave of CTAs lands unevenly on the SMs); above 16
-// tokens kernel 1 on 4096x7168 at 64 tokens ran 29.1 vs 22.4 us (2026-12-01).
-// Under PDL each warp lets the next kernel launch, asks the L2 for its first
-// prefetch_tiles weight tiles per strip (0 = 2 under PDL, none without; -1 = none;
-// 2 beat 4 by 2-6% on the expert and MLA shapes and tied on the large
-// weights), then waits for the previous kernel before it reads anything or
-// writes y (a prefetch only warms the L2, which every write goes through: a
+// launches timed in interleaved rounds (2026-12-02, final run of session 11,
+// bench/gpu/2026-12-02-session11/final/): PDL with the prefetch against
+// neither took 3-20% off the expert and MLA shapes (expert down at 1 token 3.9
+// vs 4.9 us, MLA o_proj 3-5%) and 0-2.3% off kernels 5 and 9 on the large
+// weights; kernel 8 runs 7-9% slower under it (its one wave of CTAs lands
+// unevenly on the SMs); above 16 tokens kernel 1 on 4096x7168 at 64 tokens
+// ran 29.1 vs 22.4 us (2026-12-01). Each warp then lets the next kernel
+// launch, asks the L2 for its first prefetch_tiles weight tiles per strip (0 =
+// 2 under PDL and none without it; -1 = none; a positive count prefetches with
+// or without PDL; for kernel 1 on the expert and MLA shapes 2 beat 4 by 2-7%,
+// on the large weights they tied, kernel 9 on MLA q_b_proj at 16 tokens ran 4%
+// faster with 4), then waits for the previous kernel before it reads anything
+// or writes y (a prefetch only warms the L2, which every write goes through: a
 // weight written by the previous kernel is still read correctly).
 struct GemmConfig {
   int strips_per_cta = 0;  // 16-row strips per CTA (they share activations)

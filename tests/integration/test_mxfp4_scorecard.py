@@ -75,8 +75,9 @@ def test_the_sm_clock_the_rows_ran_at_is_printed_and_averaged_over_repeats(tmp_p
     a = row("gemm", "dense_gate_up 36864x7168", 12, 44.0, 33.0, "auto, CUDA graph of 16 launches")
     b = row("fused_moe", MOE, 1, 60.0, 44.0, "auto, CUDA graph, mean of 8 steps")
     c = row("fused_moe", MOE, 1, 62.0, 44.0, "auto, again, CUDA graph, mean of 8 steps")
-    a["sm_mhz"], b["sm_mhz"], c["sm_mhz"] = 1785.0, 1980.0, 1700.0
-    out = run(tmp_path, [a, b, c, row("gemm", "dense_down 7168x18432", 1, 20.0, 16.5)])
+    d = row("fused_moe", MOE, 1, 61.0, 44.0, "auto, a third time, CUDA graph, mean of 8 steps")
+    a["sm_mhz"], b["sm_mhz"], c["sm_mhz"], d["sm_mhz"] = 1785.0, 1980.0, 1700.0, 0  # d: no sample in its row
+    out = run(tmp_path, [a, b, c, d, row("gemm", "dense_down 7168x18432", 1, 20.0, 16.5)])
     assert "44.0 us = 1.33x floor at 1785 MHz" in line_of(out, "36864x7168 M=12 (graph)")
     assert "61.0 us = 1.39x floor at 1840 MHz" in line_of(out, "MoE decode W4A16 | 1 token (")
     assert "MHz" not in line_of(out, "7168x18432 M=1 (events)")  # not sampled: nothing claimed
