@@ -244,7 +244,13 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kChain; ++i) mxfp4_gemm(weight(i + 1), x, M, y.p, s, cc.cfg);
+    try {
+      for (int i = 0; i < kChain; ++i) mxfp4_gemm(weight(i + 1), x, M, y.p, s, cc.cfg);
+    } catch (...) {  // a refused configuration: leave the stream usable for the error report
+      if (cudaStreamEndCapture(s, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+      for (cudaGraphExec_t e : execs) cudaGraphExecDestroy(e);
+      throw;
+    }
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
     CK(cudaGraphDestroy(graph));
