@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "timing.h"
+
 namespace mxbench {
 
 namespace {
@@ -115,12 +117,8 @@ ClockReading clock_during(const std::vector<ClockWindow>& windows) {
   ClockReading r;
   r.samples = int(mhz.size());
   if (mhz.empty()) return r;
-  auto median = [](std::vector<unsigned>& v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return double(v[v.size() / 2]);
-  };
-  r.sm_mhz = median(mhz);
-  r.power_w = median(mw) / 1000.0;
+  r.sm_mhz = median_of(mhz);
+  r.power_w = median_of(mw) / 1000.0;
   r.capped = double(capped) / double(r.samples);
   return r;
 }

@@ -276,9 +276,7 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
       rows[c].windows.push_back(last_timed_window());
     }
   for (size_t c = 0; c < cases.size(); ++c) {
-    std::vector<double>& t = per_round[c];
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    rows[c].us = t[t.size() / 2];
+    rows[c].us = median_of(per_round[c]);
     emit(rows[c]);
     CK(cudaGraphExecDestroy(execs[c]));
   }

@@ -13,6 +13,13 @@
 
 namespace mxbench {
 
+// The median of `v` (the upper middle one of an even count); reorders `v`.
+template <class T>
+T median_of(std::vector<T>& v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 // The host-side interval of the last median_us's timed calls (the GPU clock
 // of a row is read over it, gpu_clock.h).
 inline ClockWindow& last_timed_window() {
@@ -44,8 +51,7 @@ double median_us(F fn, int iters, cudaStream_t s, int warmup = 5) {
   std::vector<float> t(iters);
   for (int i = 0; i < iters; ++i) timing_check(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]), "cudaEventElapsedTime");
   for (auto& e : ev) cudaEventDestroy(e);
-  std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
-  return 1000.0 * t[iters / 2];
+  return 1000.0 * median_of(t);
 }
 
 }  // namespace mxbench

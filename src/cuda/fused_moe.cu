@@ -324,17 +324,17 @@ void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const
   const unsigned ys = kDirect ? unsigned(pairs) : unsigned(std::min(E, pairs));
   const int gu_smem = kGateUpWarps * warp_ring_bytes<kDepth>();
   const int down_smem = kDownWarps * warp_ring_bytes<kDepth>();
-  launch_kernel(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
-         gu_smem, stream, false, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
+  launch_with(gate_up_kernel<kBig, kDepth, kDirect>, dim3(unsigned(I / 8), ys), kGateUpWarps * 32,
+              gu_smem, stream, LaunchAttrs{}, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
          int64_t(T) * H);
   quantize_h_for_w4a4(w, s, pairs, stream);
   if (ks == 4)
-    launch_kernel(down_kernel<4, kBig, kDepth, kDirect>, dim3(unsigned(H / kStripRows), ys),
-           kDownWarps * 32, down_smem, stream, pdl, w.w2_codes, w.w2_scales, ids, pairs, E, H, I,
+    launch_with(down_kernel<4, kBig, kDepth, kDirect>, dim3(unsigned(H / kStripRows), ys),
+                kDownWarps * 32, down_smem, stream, LaunchAttrs{pdl}, w.w2_codes, w.w2_scales, ids, pairs, E, H, I,
            topk, s, topk_weights, out);
   else
-    launch_kernel(down_kernel<1, kBig, kDepth, kDirect>,
-           dim3(unsigned(H / kStripRows / kDownWarps), ys), kDownWarps * 32, down_smem, stream, pdl,
+    launch_with(down_kernel<1, kBig, kDepth, kDirect>,
+                dim3(unsigned(H / kStripRows / kDownWarps), ys), kDownWarps * 32, down_smem, stream, LaunchAttrs{pdl},
            w.w2_codes, w.w2_scales, ids, pairs, E, H, I, topk, s, topk_weights, out);
 }
 

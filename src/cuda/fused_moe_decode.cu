@@ -239,10 +239,10 @@ void launch_wide(const MoeWeights& w, const uint16_t* x, const int* ids, const f
   const int gks = c.gate_up_k_slices ? c.gate_up_k_slices : wave_k_slices(long(gx) * ys);
   const int dks = c.down_k_slices ? c.down_k_slices : kAutoDownSlices;
   const unsigned dx = unsigned(H / kStripRows / (kDownWarps / dks));
-  launch_kernel(gate_up_wide_kernel<kBig, kDirect, kW4a4>, dim3(gx, ys), 32 * kStripsPerCta * gks, 0,
-                stream, gate_up_pdl, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
+  launch_with(gate_up_wide_kernel<kBig, kDirect, kW4a4>, dim3(gx, ys), 32 * kStripsPerCta * gks, 0,
+              stream, LaunchAttrs{gate_up_pdl}, w.w13_codes, w.w13_scales, x, ids, pairs, E, H, I, topk, s, out,
                 int64_t(T) * H);
-  launch_kernel(down_wide_kernel<kBig, kDirect>, dim3(dx, ys), 32 * kDownWarps, 0, stream, c.pdl,
+  launch_with(down_wide_kernel<kBig, kDirect>, dim3(dx, ys), 32 * kDownWarps, 0, stream, LaunchAttrs{c.pdl},
                 w.w2_codes, w.w2_scales, ids, pairs, E, H, I, topk, s, topk_weights, out, dks);
 }
 

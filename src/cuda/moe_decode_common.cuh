@@ -51,11 +51,4 @@ __device__ __forceinline__ ExpertPairs find_expert(const int* __restrict__ ids, 
   }
 }
 
-// Launches with optional programmatic dependent launch on the previous kernel.
-template <class... KArgs, class... Args>
-void launch_kernel(void (*kernel)(KArgs...), dim3 grid, int threads, int smem, cudaStream_t stream,
-                   bool pdl, Args... args) {
-  launch_with(kernel, grid, threads, size_t(smem), stream, LaunchAttrs{pdl, 1}, args...);
-}
-
 }  // namespace mx::cuda

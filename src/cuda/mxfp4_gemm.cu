@@ -321,14 +321,8 @@ GemmConfig choose_config(const Mxfp4DeviceWeight& w, int M) {
   // tokens 45.7 / 46.5 vs 57.0 / 64.9 us for kernel 1, 7168x18432 29.7 / 30.2
   // vs 33.0 / 33.9; -7..-11% in two earlier calls on the previous layout).
   // Expert-sized 4096x7168 measured slower (12.6 vs 11.3). Since 2026-12-02
-  // also on smaller weights with at least 224 pairs (N >= 7168), H200, graph
-  // rows timed in interleaved rounds (bench/mxfp4/results-dense-small-2026-12-02-s11.md):
-  // MLA o_proj 7168x8192 at 16 tokens 13.07 us (prefetch 4) and 13.02 (prefetch
-  // 2, next call) vs 13.82 for kernel 1 (prefetch 2); expert down 7168x2048 no
-  // faster (4.77 vs 4.77). Left out: 4096x7168 (128 pairs, 11.11 vs 7.91) and
-  // K < 2048 (MLA q_b_proj 12288x1536 at prefetch 2: 6.93 vs 6.65 for kernel 1).
-  const bool enough_pairs = w.rows / (2 * kStripRows) >= 224 && w.cols >= 2048;
-  if (M > 8 && M <= 16 && (large || enough_pairs) && dense_pair_supported(w, pair_rule_k_slices(w))) {
+  // also smaller weights with enough strip pairs (strip_pair_by_rule).
+  if (strip_pair_by_rule(w.rows, w.cols, M) && dense_pair_supported(w, pair_rule_k_slices(w))) {
     c.kernel = 9;
     c.k_slices = pair_rule_k_slices(w);
     return c;
@@ -357,18 +351,11 @@ GemmConfig keeping_launch_options(GemmConfig fallback, const GemmConfig& caller)
   return fallback;
 }
 
-// PDL for the strip kernels up to 16 tokens but kernel 8 (GemmConfig, mxfp4_kernels.h).
+// The strip kernels' launch options (cuda/host/strip_launch_rule.h), forced values checked.
 StripLaunch strip_launch(const GemmConfig& config, int kernel, int M) {
-  StripLaunch sl;
   if (config.pdl < -1 || config.pdl > 1) fail_input("mxfp4_gemm: pdl must be -1, 0 or 1, got {}", config.pdl);
   if (config.prefetch_tiles < -1) fail_input("mxfp4_gemm: prefetch_tiles must be >= -1, got {}", config.prefetch_tiles);
-  sl.pdl = config.pdl ? config.pdl > 0 : kernel != 8 && M <= 16;
-  // Without PDL nothing runs beside the prefetch: by default it goes with PDL
-  // (kernel 8 at 7168x18432, 1 and 8 tokens: 1.5-1.9% faster without it,
-  // 2026-12-02, call 3 of results-dense-small-2026-12-02-s11.md).
-  if (config.prefetch_tiles) sl.prefetch_tiles = std::max(config.prefetch_tiles, 0);
-  else if (!sl.pdl) sl.prefetch_tiles = 0;
-  return sl;
+  return choose_strip_launch(config.pdl, config.prefetch_tiles, kernel, M);
 }
 
 }  // namespace

@@ -4,17 +4,10 @@
 
 #include <cstdint>
 
+#include "cuda/host/strip_launch_rule.h"
 #include "cuda/mxfp4_kernels.h"
 
 namespace mx::cuda {
-
-// How the strip kernels (GemmConfig kernels 1, 2, 5, 6, 8, 9, 12) are launched:
-// with programmatic dependent launch, and how many of each warp's first weight
-// tiles it asks the L2 for before waiting on the previous kernel.
-struct StripLaunch {
-  bool pdl = true;
-  int prefetch_tiles = 2;
-};
 
 // Dense tensor-core kernel (mxfp4_gemm_tiled.cu): needs N % 128 == 0; any M.
 // k_splits 0 = chosen from the shape, else 1, 2, 4 or 8.
