@@ -8,8 +8,10 @@
 //     (mma_logical_col). A tile's B for one K tile is then one 2-D box (8
 //     chunks x up to 128 rows of 16 bytes). gate_up writes h in the same
 //     layout, so down's B is one box too.
-//   * Copies: thread 0, between its own MMAs, runs a cursor over the CTA's
-//     (item, K tile) sequence kStages - 2 tiles ahead. A stage of the
+//   * Copies: a producer warpgroup (run_producer, fused_moe_ws.cuh; its
+//     registers go to the MMA warps by setmaxnreg) whose thread 0 runs a
+//     cursor over the CTA's (item, K tile) sequence, refilling each stage as
+//     soon as every MMA warp gave it back. A stage of the
 //     mbarrier ring = three bulk tensor copies (TMA): B, the 16 strips' code
 //     tiles (16 x 512 bytes) and their scale tiles (16 x 32 bytes),
 //     completing on the stage's `full` barrier. The cursor runs across
@@ -166,8 +168,7 @@ __device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
 // tail of consume_item_deep; every earlier tile's stage already given back).
 template <int kS, int NB, bool kBig, class Pending>
 __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uint32_t bars, int wg,
-                                             int items, int row_blocks, int& st, uint32_t& phase,
-                                             Producer<kS>& prod, Pending& pending,
+                                             int& st, uint32_t& phase, Pending& pending,
                                              float (&acc)[2][64], int j_begin = 0) {
   const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kTileK;
@@ -201,7 +202,6 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
       if (m == 0) {
         // Group (j - 1, 1) retired too: tile j - 1's stage is free.
         if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
-        if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
         __syncwarp();  // the warp reconverges before the next aligned wgmma
       }
     }
@@ -225,8 +225,7 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
 // ptxas serialize every wgmma (C7513).
 template <int kS, int NB, bool kBig, class Pending>
 __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base, uint32_t bars, int wg,
-                                                  int items, int row_blocks, int& st, uint32_t& phase,
-                                                  Producer<kS>& prod, Pending& pending,
+                                                  int& st, uint32_t& phase, Pending& pending,
                                                   float (&acc)[2][64]) {
   const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kTileK;
@@ -263,7 +262,6 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
         use_registers(a[(2 * u + m + 1) % 3]);  // group q - 2's buffer: retired just now
         if (m == 1) {
           if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
-          if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
           __syncwarp();  // the warp reconverges before the next aligned wgmma
         }
       }
@@ -277,13 +275,13 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
 #pragma unroll
   for (int b = 0; b < 3; ++b) use_registers(a[b]);
   if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
-  consume_item<kS, NB, kBig>(p, base, bars, wg, items, row_blocks, st, phase, prod, pending, acc, KT3);
+  consume_item<kS, NB, kBig>(p, base, bars, wg, st, phase, pending, acc, KT3);
 }
 
 // kDeep: the K loop of consume_item_deep (3 A buffers, wait_group 2).
 // kDefer: down's deferred epilogue (staged_steps, stages_of), 0 = none.
 template <bool kGateUp, bool kBig, int kDefer, bool kDeep = false>
-__global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
   constexpr int kS = stages_of(kDefer);
   constexpr int kStaged = staged_steps(kDefer);
   extern __shared__ __align__(128) uint8_t smem[];
@@ -297,16 +295,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     }
     dev::fence_mbar_init();
   }
-  if constexpr (kGateUp) zero_out_for_down<kThreads>(p);
+  if constexpr (kGateUp) zero_out_for_down<kRsThreads>(p);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;
   const int c = threadIdx.x >> 7;
   Producer<kS> prod;
-  if (threadIdx.x == 0) {
-    prod.init(p, items, row_blocks);
-    for (int i = 0; i < kS - 2; ++i) prod.issue(p, base, bars, items, row_blocks);
-  }
+  if (run_producer(prod, p, base, bars, items, row_blocks)) return;
   std::conditional_t<kDefer != 0, DeferredAdd<kStaged>, NoPending> pending;
   if constexpr (kDefer != 0) pending.slots = staging + threadIdx.x * 16;
   int st = 0;
@@ -320,12 +315,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
       for (int i = 0; i < 64; ++i) acc[m][i] = 0.f;
     if constexpr (kDeep) {
       if (it.count > 64)
-        consume_item_deep<kS, 2, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
-      else consume_item_deep<kS, 1, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+        consume_item_deep<kS, 2, kBig>(p, base, bars, c, st, phase, pending, acc);
+      else consume_item_deep<kS, 1, kBig>(p, base, bars, c, st, phase, pending, acc);
     } else if (it.count > 64) {
-      consume_item<kS, 2, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+      consume_item<kS, 2, kBig>(p, base, bars, c, st, phase, pending, acc);
     } else {
-      consume_item<kS, 1, kBig>(p, base, bars, c, items, row_blocks, st, phase, prod, pending, acc);
+      consume_item<kS, 1, kBig>(p, base, bars, c, st, phase, pending, acc);
     }
     if constexpr (kGateUp) {
       store_h(p, it, c, staging + c * kStagingBytes, acc);
@@ -359,7 +354,7 @@ void launch_ws(const Params& p, int ctas, cudaStream_t stream) {
     MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_kernel<kGateUp, kBig, kDefer, kDeep>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   });
-  moe_ws_kernel<kGateUp, kBig, kDefer, kDeep><<<unsigned(ctas), kThreads, kSmem, stream>>>(p);
+  moe_ws_kernel<kGateUp, kBig, kDefer, kDeep><<<unsigned(ctas), kRsThreads, kSmem, stream>>>(p);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -20,13 +20,23 @@ namespace mx::cuda::ws {
 constexpr int kTilePairs = 128;                      // B columns per item
 constexpr int kItemStrips = 16;                      // weight strips per item
 constexpr int kItemRows = kItemStrips * kStripRows;  // 256
-// Two MMA warpgroups (the RS kernel: all its threads; warp 0 also issues the
-// copies). A separate producer warp (or warpgroup with setmaxnreg) puts 3
-// warps on a sub-partition, so ptxas compiles against 168 registers, and with
-// 128 accumulators + 2 x 32 A registers it serialized every wgmma (warning
-// C7512). The SS kernel adds a dequant warpgroup after them.
+// Two MMA warpgroups (threads 0..255). The RS kernels add a producer
+// warpgroup after them (its thread 0 runs the copy cursor), the SS kernel a
+// dequant warpgroup.
 constexpr int kConsumerWarps = 8;
 constexpr int kThreads = kConsumerWarps * 32;
+// RS kernels: 384 threads launched with 168 registers each; setmaxnreg gives
+// the MMA warpgroups 240 (128 accumulators + the A buffers: at 168 ptxas
+// serialized every wgmma, C7512) and leaves the producer warpgroup 24.
+// Until 2026-12-02 thread 0 of the MMA warps issued the copies between its
+// own MMAs: its wait for the slowest warp's release held its warpgroup's
+// next wgmma (a third of the warps' samples sat on the stage barriers; the
+// producer warpgroup made the wide gate_up 15% faster, session 12).
+constexpr int kProducerThreads = 128;
+constexpr int kRsThreads = kThreads + kProducerThreads;
+constexpr int kProducerRegs = 24, kMmaRegs = 240;
+static_assert(2 * 128 * kMmaRegs + kProducerThreads * kProducerRegs <= kRsThreads * 168,
+              "setmaxnreg moves only the registers the CTA was launched with");
 constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
 constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384
 constexpr int kCodeStage = kItemStrips * kTileCodeBytes;    // 8192
@@ -110,8 +120,8 @@ struct RingPosition {
   }
 };
 
-// The copy side of the ring of kS stages, run by one thread (the RS kernel:
-// thread 0 between its own MMAs; the SS kernel: dequant thread 0): a cursor
+// The copy side of the ring of kS stages, run by one thread (the RS kernels:
+// the producer warpgroup's thread 0; the SS kernel: MMA thread 0): a cursor
 // over the CTA's (item, K tile) sequence.
 template <int kS>
 struct Producer {
@@ -145,6 +155,25 @@ struct Producer {
     at.advance(*this, p, items, row_blocks);
   }
 };
+
+// The RS kernels' split after their setup: the producer warpgroup hands
+// its registers to the MMA warpgroups and its thread 0 copies every (item,
+// K tile) stage of the CTA, each as soon as its slot is free; returns true
+// on the producer warpgroup's threads, which then leave the kernel.
+template <class Cursor>
+__device__ __forceinline__ bool run_producer(Cursor& prod, const Params& p, uint32_t base, uint32_t bars,
+                                             int items, int row_blocks) {
+  if (threadIdx.x >= kThreads) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    if (threadIdx.x == kThreads) {
+      prod.init(p, items, row_blocks);
+      while (prod.at.item < items) prod.issue(p, base, bars, items, row_blocks);
+    }
+    return true;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kMmaRegs));
+  return false;
+}
 
 // Keeps the A registers a just-retired wgmma group read from being reused
 // before the wait that retired it (the compiler does not see the async read).

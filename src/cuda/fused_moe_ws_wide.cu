@@ -14,7 +14,7 @@
 // (the gathered x) is read by 32 row blocks per expert instead of 16 (from L2).
 //   * Stage = B in two boxes of up to 128 pair rows (the second may be 64 or
 //     absent; its own wgmma descriptors) + 8 strips' code and scale tiles.
-//     5 stages, the copy cursor on thread 0 three tiles ahead.
+//     5 stages, filled by the producer warpgroup (fused_moe_ws.cuh).
 //   * 2 warpgroups x 64 rows: warp w of warpgroup wg owns strip 4 wg + w.
 //   * Epilogue: h = SiLU(gate) * up of the item's 64 h columns (= one K tile
 //     of down's B) through one 32 KB staging area shared by both warpgroups
@@ -119,8 +119,7 @@ struct WideProducer {
 // given back once its group retired.
 template <int kS, int R0, int R1, bool kBig, int N0, int N1>
 __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip,
-                                             int items, int row_blocks, int& st, uint32_t& phase,
-                                             WideProducer<kS>& prod, float (&acc0)[N0], float (&acc1)[N1]) {
+                                             int& st, uint32_t& phase, float (&acc0)[N0], float (&acc1)[N1]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kTileK;
   uint32_t a[2][4][4];
@@ -151,7 +150,6 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
       // Group j - 1 retired: its A buffer and its stage are free.
       keep_registers(a[u ^ 1]);
       if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
-      if (threadIdx.x == 0) prod.issue(p, base, bars, items, row_blocks);
       __syncwarp();  // the warp reconverges before the next aligned wgmma
       prev = st;
       if (++st == kS) st = 0, phase ^= 1;
@@ -197,8 +195,7 @@ __device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, ui
 
 template <int R0, int R1, bool kBig, int kS>
 __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32_t base, uint32_t bars,
-                                         uint32_t staging, int items, int row_blocks, int& st,
-                                         uint32_t& phase, WideProducer<kS>& prod) {
+                                         uint32_t staging, int& st, uint32_t& phase) {
   const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
   // Accumulators sized to the item's boxes (an unused tail of a 64-float
   // array made ptxas serialize the wgmmas: C7512).
@@ -207,12 +204,12 @@ __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32
   for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
-  consume_wide<kS, R0, R1, kBig>(p, base, bars, strip, items, row_blocks, st, phase, prod, acc0, acc1);
+  consume_wide<kS, R0, R1, kBig>(p, base, bars, strip, st, phase, acc0, acc1);
   store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
 template <bool kBig>
-__global__ void __launch_bounds__(kThreads, 1) moe_ws_wide_gate_up_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(const __grid_constant__ Params p) {
   constexpr int kS = kWideStages;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t base = dev::smem_addr(smem);
@@ -225,21 +222,18 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_wide_gate_up_kernel(const 
     }
     dev::fence_mbar_init();
   }
-  zero_out_for_down<kThreads>(p);  // this kernel is gate_up's
+  zero_out_for_down<kRsThreads>(p);  // this kernel is gate_up's
   __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
   WideProducer<kS> prod;
-  if (threadIdx.x == 0) {
-    prod.init(p, items, row_blocks);
-    for (int i = 0; i < kS - 2; ++i) prod.issue(p, base, bars, items, row_blocks);
-  }
+  if (run_producer(prod, p, base, bars, items, row_blocks)) return;
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     const int rows1 = rows_second(it.count);
-#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig>(p, it, base, bars, staging, items, row_blocks, st, phase, prod)
+#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kS>(p, it, base, bars, staging, st, phase)
     if (rows1 == 128) MX_WIDE_ITEM(128, 128);
     else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
     else if (it.count > 64) MX_WIDE_ITEM(128, 0);
@@ -255,7 +249,7 @@ void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
     MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_wide_gate_up_kernel<kBig>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
   });
-  moe_ws_wide_gate_up_kernel<kBig><<<unsigned(ctas), kThreads, kWideSmem, stream>>>(p);
+  moe_ws_wide_gate_up_kernel<kBig><<<unsigned(ctas), kRsThreads, kWideSmem, stream>>>(p);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 
