@@ -3,7 +3,10 @@
 #   bench/mxfp4/prefill_s12_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: auto at 8192 tokens (phases), then per-instruction stall sampling
 # (ncu SourceCounters) of the wide gate_up kernel and of down, summarized by
-# bench/mxfp4/ncu_source_stalls.py.
+# bench/mxfp4/ncu_source_stalls.py (1g: its gate_up part alone). Call 2: the
+# producer warpgroup (bench_new) beside HEAD's kernels (bench_base) at 8192
+# and 2048 tokens, every path-5 variant at 512 and 4096. Call 3: call 1's
+# stall sampling of the kernels with the producer warpgroup.
 set -uo pipefail
 call=$1 out=$2
 mkdir -p "$out"
@@ -46,6 +49,9 @@ elif [[ $call == 2 ]]; then  # the producer warpgroup (bench_new) beside HEAD's 
     timeout 150 bench_new --moe-prefill --moe-tokens $t --json "$out/all-$t.jsonl" > "$out/all-$t.log" 2>&1 || echo "all-$t: exit $?"
     grep -E '^\| fused_moe' "$out/all-$t.log" | cut -d'|' -f4,5,6,8,9,10,12 | cut -c1-200
   done
+elif [[ $call == 3 ]]; then  # call 1's stall sampling again, on the producer-warpgroup kernels
+  stalls gateup moe_ws_wide "auto"
+  stalls down moe_ws_kernel "auto"
 elif [[ $call == 1g ]]; then  # call 1's gate_up part again (its files did not come back)
   stalls gateup moe_ws_wide "auto"
 fi
