@@ -6,7 +6,8 @@
 # bench/mxfp4/ncu_source_stalls.py (1g: its gate_up part alone). Call 2: the
 # producer warpgroup (bench_new) beside HEAD's kernels (bench_base) at 8192
 # and 2048 tokens, every path-5 variant at 512 and 4096. Call 3: call 1's
-# stall sampling of the kernels with the producer warpgroup.
+# stall sampling of the kernels with the producer warpgroup. Call 4: B multicast
+# over 2-CTA clusters in the wide gate_up (bench_mc) beside bench_head.
 set -uo pipefail
 call=$1 out=$2
 mkdir -p "$out"
@@ -52,6 +53,16 @@ elif [[ $call == 2 ]]; then  # the producer warpgroup (bench_new) beside HEAD's 
 elif [[ $call == 3 ]]; then  # call 1's stall sampling again, on the producer-warpgroup kernels
   stalls gateup moe_ws_wide "auto"
   stalls down moe_ws_kernel "auto"
+elif [[ $call == 4 ]]; then  # B multicast over 2-CTA clusters (bench_mc) beside the producer warpgroup (bench_head)
+  for b in head mc head mc; do
+    timeout 90 bench_$b --moe-prefill --moe-tokens 8192 --moe-only "auto" --json "$out/ab-8192-$b.jsonl" 2>&1 |
+      grep -E '^\| fused_moe' | grep -v "CUDA graph\|256 rows" | cut -d'|' -f5,6,8,9,10,11,12 |
+      sed -E "s/err on 32 tokens, phases us \(median of 10\)://; s/^/$b /" | cut -c1-200
+  done
+  for t in 512 4096 8192; do
+    timeout 90 bench_mc --moe-prefill --moe-tokens $t --moe-only "128 rows x 256" --json "$out/mc-$t.jsonl" > "$out/mc-$t.log" 2>&1 || echo "mc-$t: exit $?"
+    grep -E '^\| fused_moe' "$out/mc-$t.log" | cut -d'|' -f4,5,6,8,9,10,12 | cut -c1-200
+  done
 elif [[ $call == 1g ]]; then  # call 1's gate_up part again (its files did not come back)
   stalls gateup moe_ws_wide "auto"
 fi
