@@ -78,7 +78,8 @@ constexpr int kAutoGateUpDepth = 2;
 // SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
 constexpr int kAutoDequant = 1;
 // MoeConfig::ws_gate_up_items when 0: auto_gate_up_items (cuda/host/moe_prefill_items.h).
-// Ring depth; tiles are issued kStages - 2 ahead of the one being consumed.
+// Ring depth; the producer warpgroup refills each stage as soon as all MMA
+// warps gave it back, so copies run up to kStages - 1 tiles ahead.
 constexpr int kStages = 7;
 // down's deferred epilogue (kDefer): a thread's 128 results of one item are
 // 32 steps of 4 floats. kDefer 1: all 32 staged, stored [step][thread] (16
@@ -217,7 +218,8 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
 
 // The same K loop with three A buffers and `wait_group 2`: a warpgroup keeps
 // two groups queued on the tensor pipe while it dequantizes the third
-// (gate_up: 16 registers more, 247 in all). Group q = 2 j + m uses buffer
+// (gate_up: 16 registers more; it fits the 240 setmaxnreg gives the MMA
+// warps without spills, 247 when they had 255). Group q = 2 j + m uses buffer
 // q % 3; the loop runs 3 K tiles per turn so that every index is a constant.
 // Tile j - 1's stage is free once group (j - 1, 1) = q - 2 retired, i.e.
 // after the wait that follows group (j, 1). The last KT % 3 tiles run in

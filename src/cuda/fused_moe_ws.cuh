@@ -4,7 +4,8 @@
 // SS wgmma). Work item = 256 weight rows x one tile of up to 128 pairs of one
 // expert; the copy ring of TMA stages (B, code and scale tiles), the
 // epilogues (h in the chunk layout; out += weight * y) and the per-call
-// parameters are the same in both. Included by those two .cu files only.
+// parameters are the same in both; fused_moe_ws_wide.cu (gate_up on 128-row
+// x 256-pair items) uses them too. Included by those three .cu files only.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -35,7 +36,9 @@ constexpr int kThreads = kConsumerWarps * 32;
 constexpr int kProducerThreads = 128;
 constexpr int kRsThreads = kThreads + kProducerThreads;
 constexpr int kProducerRegs = 24, kMmaRegs = 240;
-static_assert(2 * 128 * kMmaRegs + kProducerThreads * kProducerRegs <= kRsThreads * 168,
+// 65536 registers / kRsThreads, rounded down to the allocation granule of 8.
+constexpr int kRsLaunchRegs = 65536 / kRsThreads / 8 * 8;  // 168
+static_assert(kThreads * kMmaRegs + kProducerThreads * kProducerRegs <= kRsThreads * kRsLaunchRegs,
               "setmaxnreg moves only the registers the CTA was launched with");
 constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
 constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384

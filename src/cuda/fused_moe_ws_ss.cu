@@ -9,8 +9,9 @@
 //     K-major layout [8-wide K chunk][256 rows][16 bytes];
 //   * the 2 MMA warpgroups issue SS wgmma (A and B from shared memory), one
 //     group of 2 x 4 m64n{64,128}k16 per K tile, one group in flight, and
-//     need registers only for the 128 accumulators. Thread 0 runs the copy
-//     cursor (Producer) kSsStages - 2 tiles ahead, as in the RS kernel.
+//     need registers only for the 128 accumulators. MMA thread 0 runs the
+//     copy cursor (Producer) between its MMAs (the RS kernels moved theirs
+//     to a producer warpgroup in session 12).
 // Why: ncu on the RS kernel (2026-12-01, 8192 Kimi tokens) showed the tensor
 // pipe 54% active in gate_up with 0.46 of 2 warps eligible per scheduler and
 // "wait" (fixed-latency dependencies of the dequant) the top stall: the MMA
@@ -26,7 +27,7 @@
 // on dequant thread 0 and each issue waits for the MMA warps' release of
 // tile j - 2, so the dequant warps start tile j only when the tensor pipe
 // has one group left queued; the dequant, stores and barrier round trip then
-// sit on the MMA warps' path, as in the RS kernel, plus the extra
+// sit on the MMA warps' path, as in the RS kernel of the time, plus the extra
 // shared-memory traffic. A version with the cursor on MMA thread 0 and
 // setmaxnreg hung (the register pool, see
 // bench/mxfp4/raw-prefill-2026-12-01-s7/ss-producer-on-mma-setmaxnreg-unrun.patch,
@@ -60,8 +61,8 @@ constexpr int kSsThreads = kThreads + kDequantThreads;  // 2 MMA warpgroups + 1 
 // setmaxnreg moves registers within what the CTA got at launch (384 x 168 =
 // 64512), not the whole file: 2 x 128 x 200 + 128 x 112 = 65536 made the
 // MMA warps' setmaxnreg.inc wait forever (2026-12-01, the SS rows hung).
-constexpr int kDequantRegs = 104, kMmaRegs = 200;
-static_assert(2 * 128 * kMmaRegs + 128 * kDequantRegs <= kSsThreads * 168, "more registers than launched with");
+constexpr int kDequantRegs = 104, kSsMmaRegs = 200;
+static_assert(2 * 128 * kSsMmaRegs + 128 * kDequantRegs <= kSsThreads * 168, "more registers than launched with");
 constexpr int kSsStages = 5;                            // TMA ring
 constexpr int kAStages = 2;                             // BF16 A ring
 // The copy cursor runs on MMA thread 0, kLead tiles ahead of the tile being
@@ -286,7 +287,7 @@ __global__ void __launch_bounds__(kSsThreads, 1) moe_ws_ss_kernel(const __grid_c
     dequant_tiles<kBig>(p, r, items, row_blocks);
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kMmaRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kSsMmaRegs));
   const int wg = threadIdx.x >> 7;
   Producer<kSsStages> prod;
   if (threadIdx.x == 0) {
