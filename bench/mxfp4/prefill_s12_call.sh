@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 12's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s12_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s12_call.sh 1|1g|2|3|4 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: auto at 8192 tokens (phases), then per-instruction stall sampling
 # (ncu SourceCounters) of the wide gate_up kernel and of down, summarized by
 # bench/mxfp4/ncu_source_stalls.py (1g: its gate_up part alone). Call 2: the
@@ -10,14 +10,22 @@
 # over 2-CTA clusters in the wide gate_up (bench_mc) beside bench_head.
 set -uo pipefail
 call=$1 out=$2
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
-bench() {  # bench NAME TIMEOUT ARGS...
-  local name=$1 limit=$2
-  shift 2
-  timeout "$limit" mxfp4_bench --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
-    echo "$name: exit $?" | tee -a "$out/$name.log"
-  grep -E '^\| fused_moe' "$out/$name.log" | cut -d'|' -f4,5,6,9,10,11 | cut -c1-260
+source bench/mxfp4/prefill_call_common.sh
+ab() {  # ab TOKENS FILTER A B: bench_A, bench_B, bench_A, bench_B at TOKENS, the rows printed (graph rows left out)
+  local tokens=$1 filter=$2 b
+  for b in $3 $4 $3 $4; do
+    timeout 90 bench_$b --moe-prefill --moe-tokens "$tokens" --moe-only "$filter" --json "$out/ab-$tokens-$b.jsonl" 2>&1 |
+      grep -E '^\| fused_moe' | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
+      sed -E "s/err on 32 tokens, phases us \(median of 10\)://; s/^/$b /" | cut -c1-230
+  done
+}
+every_row() {  # every_row BIN TOKENS [FILTER]: bench_BIN's rows at TOKENS into $out/BIN-TOKENS.{jsonl,log}
+  local bin=$1 tokens=$2
+  local only=()
+  [[ $# -gt 2 ]] && only=(--moe-only "$3")  # an empty --moe-only would select no row
+  timeout 150 bench_$bin --moe-prefill --moe-tokens "$tokens" "${only[@]}" --json "$out/$bin-$tokens.jsonl" \
+    > "$out/$bin-$tokens.log" 2>&1 || echo "$bin-$tokens: exit $?"
+  grep -E '^\| fused_moe' "$out/$bin-$tokens.log" | cut -d'|' -f4,5,6,8,9,10,12 | cut -c1-200
 }
 stalls() {  # stalls NAME KERNEL_REGEX FILTER
   local name=$1 kernel=$2 filter=$3
@@ -37,32 +45,15 @@ if [[ $call == 1 ]]; then
   stalls gateup moe_ws_wide "auto"
   stalls down moe_ws_kernel "auto"
 elif [[ $call == 2 ]]; then  # the producer warpgroup (bench_new) beside HEAD's kernels (bench_base)
-  ab() {  # ab TOKENS FILTER: base, new, base, new
-    for b in base new base new; do
-      timeout 90 bench_$b --moe-prefill --moe-tokens "$1" --moe-only "$2" --json "$out/ab-$1-$b.jsonl" 2>&1 |
-        grep -E '^\| fused_moe' | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
-        sed -E "s/err on 32 tokens, phases us \(median of 10\)://; s/^/$b /" | cut -c1-230
-    done
-  }
-  ab 8192 "auto"
-  ab 2048 "auto"
-  for t in 512 4096; do
-    timeout 150 bench_new --moe-prefill --moe-tokens $t --json "$out/all-$t.jsonl" > "$out/all-$t.log" 2>&1 || echo "all-$t: exit $?"
-    grep -E '^\| fused_moe' "$out/all-$t.log" | cut -d'|' -f4,5,6,8,9,10,12 | cut -c1-200
-  done
+  ab 8192 "auto" base new
+  ab 2048 "auto" base new
+  for t in 512 4096; do every_row new $t; done  # (committed as all-$t.*: the script named them so then)
 elif [[ $call == 3 ]]; then  # call 1's stall sampling again, on the producer-warpgroup kernels
   stalls gateup moe_ws_wide "auto"
   stalls down moe_ws_kernel "auto"
 elif [[ $call == 4 ]]; then  # B multicast over 2-CTA clusters (bench_mc) beside the producer warpgroup (bench_head)
-  for b in head mc head mc; do
-    timeout 90 bench_$b --moe-prefill --moe-tokens 8192 --moe-only "auto" --json "$out/ab-8192-$b.jsonl" 2>&1 |
-      grep -E '^\| fused_moe' | grep -v "CUDA graph\|256 rows" | cut -d'|' -f5,6,8,9,10,11,12 |
-      sed -E "s/err on 32 tokens, phases us \(median of 10\)://; s/^/$b /" | cut -c1-200
-  done
-  for t in 512 4096 8192; do
-    timeout 90 bench_mc --moe-prefill --moe-tokens $t --moe-only "128 rows x 256" --json "$out/mc-$t.jsonl" > "$out/mc-$t.log" 2>&1 || echo "mc-$t: exit $?"
-    grep -E '^\| fused_moe' "$out/mc-$t.log" | cut -d'|' -f4,5,6,8,9,10,12 | cut -c1-200
-  done
+  ab 8192 "auto" head mc
+  for t in 512 4096 8192; do every_row mc $t "128 rows x 256"; done
 elif [[ $call == 1g ]]; then  # call 1's gate_up part again (its files did not come back)
   stalls gateup moe_ws_wide "auto"
 fi

@@ -13,15 +13,7 @@
 # table, ops_parity and the torch peer.
 set -uo pipefail
 call=$1 out=$2
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
-bench() {  # bench NAME TIMEOUT ARGS...
-  local name=$1 limit=$2
-  shift 2
-  timeout "$limit" mxfp4_bench --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
-    echo "$name: exit $?" | tee -a "$out/$name.log"
-  grep -E '^\| fused_moe' "$out/$name.log" | cut -d'|' -f4,5,6,9,10,11 | cut -c1-240
-}
+source bench/mxfp4/prefill_call_common.sh
 if [[ $call == 1 ]]; then
   bench b8192 100 --moe-tokens 8192 --moe-only "auto|128 rows x 256|wait_group 2, down 3/4"
   bench b512 45 --moe-tokens 512 --moe-only "128 rows x 256|warp-specialized, 3 CTAs|prefill on wgmma, warp-specialized"

@@ -302,8 +302,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;
   const int c = threadIdx.x >> 7;
-  Producer<kS> prod;
-  if (run_producer(prod, p, base, bars, items, row_blocks)) return;
+  if (run_producer<Producer<kS>>(p, base, bars, items, row_blocks)) return;
   std::conditional_t<kDefer != 0, DeferredAdd<kStaged>, NoPending> pending;
   if constexpr (kDefer != 0) pending.slots = staging + threadIdx.x * 16;
   int st = 0;

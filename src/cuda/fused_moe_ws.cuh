@@ -36,9 +36,12 @@ constexpr int kThreads = kConsumerWarps * 32;
 constexpr int kProducerThreads = 128;
 constexpr int kRsThreads = kThreads + kProducerThreads;
 constexpr int kProducerRegs = 24, kMmaRegs = 240;
-// 65536 registers / kRsThreads, rounded down to the allocation granule of 8.
-constexpr int kRsLaunchRegs = 65536 / kRsThreads / 8 * 8;  // 168
-static_assert(kThreads * kMmaRegs + kProducerThreads * kProducerRegs <= kRsThreads * kRsLaunchRegs,
+// Registers per thread of a CTA of `threads` launched with
+// __launch_bounds__(threads, 1): the 64K file shared out, rounded down to the
+// allocation granule of 8 (384 threads: 168). setmaxnreg can only move
+// registers within threads x this.
+constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
+static_assert(kThreads * kMmaRegs + kProducerThreads * kProducerRegs <= kRsThreads * launch_regs(kRsThreads),
               "setmaxnreg moves only the registers the CTA was launched with");
 constexpr int kChunkBytes = kTilePairs * 16;           // 8 K values of every row: 2048
 constexpr int kActStage = 8 * kChunkBytes;             // B of one 64-wide K tile: 16384
@@ -160,15 +163,17 @@ struct Producer {
 };
 
 // The RS kernels' split after their setup: the producer warpgroup hands
-// its registers to the MMA warpgroups and its thread 0 copies every (item,
-// K tile) stage of the CTA, each as soon as its slot is free; returns true
-// on the producer warpgroup's threads, which then leave the kernel.
+// its registers to the MMA warpgroups and its thread 0 runs a Cursor
+// (Producer, WideProducer) over every (item, K tile) stage of the CTA, each
+// copied as soon as its slot is free; returns true on the producer
+// warpgroup's threads, which then leave the kernel.
 template <class Cursor>
-__device__ __forceinline__ bool run_producer(Cursor& prod, const Params& p, uint32_t base, uint32_t bars,
-                                             int items, int row_blocks) {
+__device__ __forceinline__ bool run_producer(const Params& p, uint32_t base, uint32_t bars, int items,
+                                             int row_blocks) {
   if (threadIdx.x >= kThreads) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     if (threadIdx.x == kThreads) {
+      Cursor prod;
       prod.init(p, items, row_blocks);
       while (prod.at.item < items) prod.issue(p, base, bars, items, row_blocks);
     }

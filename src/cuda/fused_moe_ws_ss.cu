@@ -62,7 +62,8 @@ constexpr int kSsThreads = kThreads + kDequantThreads;  // 2 MMA warpgroups + 1 
 // 64512), not the whole file: 2 x 128 x 200 + 128 x 112 = 65536 made the
 // MMA warps' setmaxnreg.inc wait forever (2026-12-01, the SS rows hung).
 constexpr int kDequantRegs = 104, kSsMmaRegs = 200;
-static_assert(2 * 128 * kSsMmaRegs + 128 * kDequantRegs <= kSsThreads * 168, "more registers than launched with");
+static_assert(kThreads * kSsMmaRegs + kDequantThreads * kDequantRegs <= kSsThreads * launch_regs(kSsThreads),
+              "more registers than launched with");
 constexpr int kSsStages = 5;                            // TMA ring
 constexpr int kAStages = 2;                             // BF16 A ring
 // The copy cursor runs on MMA thread 0, kLead tiles ahead of the tile being

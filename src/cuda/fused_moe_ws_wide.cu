@@ -226,8 +226,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
-  WideProducer<kS> prod;
-  if (run_producer(prod, p, base, bars, items, row_blocks)) return;
+  if (run_producer<WideProducer<kS>>(p, base, bars, items, row_blocks)) return;
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
