@@ -94,6 +94,21 @@ void add_ws_pipeline_variants(int T, std::vector<Variant>& vs) {
       }
 }
 
+// Path 5's down epilogues beside auto (5: on the producer warpgroup's adder
+// warps, one wgmma group in flight): 4 = the same with two groups, 3 = the
+// MMA warps' deferred FP32 atomics (auto before 2026-12-02, session 13). (The
+// 3-CTA rows of add_ws_item_variants run auto's adders across many items.)
+void add_ws_down_variants(int T, std::vector<Variant>& vs) {
+  if (T < 512) return;
+  for (int down : {3, 4})
+    for (bool w4a4 : {false, true}) {
+      Variant v{down == 4 ? "warp-specialized, down on adder warps, wait_group 2"
+                          : "warp-specialized, down 3/4 deferred atomics (auto before 2026-12-02 s13)",
+                5, 0, 0, 0, w4a4, down};
+      vs.push_back(v);
+    }
+}
+
 // Path 5 with a dequant warpgroup feeding SS wgmma (MoeConfig::ws_dequant):
 // gate_up only (2), both GEMMs with down's first 8 steps deferred (3, down
 // epilogue auto) or its atomics (3, down 1), beside the RS rows above.
@@ -157,6 +172,7 @@ void add_prefill_variants(int T, std::vector<Variant>& vs) {
   if (T >= 512) vs.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
   if (T >= 512) vs.push_back({"prefill on wgmma, warp-specialized", 5, 0, 0, 0});
   add_ws_pipeline_variants(T, vs);
+  add_ws_down_variants(T, vs);
   add_ws_dequant_variants(T, vs);
   add_ws_item_variants(T, vs);
 }

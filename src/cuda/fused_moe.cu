@@ -389,9 +389,9 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
                config.weight_loads, config.pdl);
   if (wide) check_wide_decode_slices(config.gate_up_k_slices, config.down_k_slices);
   else check_first_decode_slices(config, ks);
-  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 3 || config.ws_gate_up_depth < 0 ||
+  if (config.ws_down_epilogue < 0 || config.ws_down_epilogue > 5 || config.ws_gate_up_depth < 0 ||
       config.ws_gate_up_depth > 2)
-    fail_input("fused_moe_decode: ws_down_epilogue must be 0..3 and ws_gate_up_depth 0..2, got {} and {}",
+    fail_input("fused_moe_decode: ws_down_epilogue must be 0..5 and ws_gate_up_depth 0..2, got {} and {}",
                config.ws_down_epilogue, config.ws_gate_up_depth);
   if (config.w4a4_mma < 0 || config.w4a4_mma > 3)
     fail_input("fused_moe_decode: w4a4_mma must be 0..3, got {}", config.w4a4_mma);

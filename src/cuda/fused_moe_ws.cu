@@ -57,7 +57,7 @@ using namespace ws;
 
 // MoeConfig::ws_down_epilogue when 0: 1 = FP32 atomics after each item,
 // 2 = deferred into the next item's K loop (DeferredAdd, 4-stage ring); 3 =
-// 3/4 of them deferred, 5-stage ring. H200, 2026-12-01
+// 3/4 of them deferred, 5-stage ring; 4, 5 = on the adder warps (below). H200, 2026-12-01
 // (bench/mxfp4/results-prefill-2026-12-01.md), 8192 Kimi tokens, with the
 // deep gate_up: 3 15.31 / 15.64 ms, 2 15.41 / 15.74, 1 15.71 / 15.95 in two
 // calls (2048 tokens: 6.37, 6.45, 6.40); with the 2-buffer gate_up, 1 (path 5
@@ -65,7 +65,12 @@ using namespace ws;
 // the 2026-12-01 bit placement). With it (a828703, bench/gpu/2026-12-01-session6/
 // final/issue8): auto 14.00 ms vs 14.69 for 1 with the 2-buffer gate_up, 14.37
 // for 2 with it, 14.48 for the deep gate_up with 1.
-constexpr int kAutoDownEpilogue = 3;
+// 4 and 5 (session 13, bench/mxfp4/results-prefill-2026-12-02-s13.md): the
+// adders of the producer warpgroup take the epilogue off the MMA warps
+// (run_adders), 6 stages; 5 keeps one wgmma group in flight, 4 two. 8192
+// tokens, three runs: down 3.88-3.94 ms (5) and 4.02-4.04 (4) against
+// 5.19-5.29 (3); the call 11.95-12.01 / 11.98-12.14 / 12.98-13.06 ms.
+constexpr int kAutoDownEpilogue = 5;
 // MoeConfig::ws_gate_up_depth when 0: wgmma groups a gate_up warpgroup keeps
 // in flight while it dequantizes the next (1: 2 A buffers; 2: 3,
 // consume_item_deep). Same calls, 8192 tokens: 2 15.71 / 15.95 ms vs 1 15.84
@@ -85,15 +90,24 @@ constexpr int kStages = 7;
 // 32 steps of 4 floats. kDefer 1: all 32 staged, stored [step][thread] (16
 // bytes each, conflict-free), 128 KB, leaving room for a 4-stage ring;
 // kDefer 2: 24 staged (96 KB, 5 stages), the last 8 added right away.
+// kDefer 3: the adders of the producer warpgroup (run_adders) take the item's
+// results as BF16 (66 KB), 6 stages.
+constexpr int kAdders = 3;
+// The MMA warps' registers with the adders: 232 leaves the adders 40 (no
+// spills), but makes ptxas serialize the deep K loop's wgmmas (C7512); there
+// 240, and the adders' 24 spill 4-8 bytes (in their item loop).
+constexpr int adder_mma_regs(bool deep) { return deep ? 240 : 232; }
 constexpr int staged_steps(int defer) { return defer == 2 ? 24 : defer == 1 ? kAllSteps : 0; }
-constexpr int stages_of(int defer) { return defer == 2 ? 5 : defer == 1 ? 4 : kStages; }
+constexpr int stages_of(int defer) { return defer == kAdders ? 6 : defer == 2 ? 5 : defer == 1 ? 4 : kStages; }
 constexpr int smem_bytes(bool gate_up, int defer) {
   return stages_of(defer) * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) +
-         staged_steps(defer) * kThreads * 16 + 2 * stages_of(defer) * 8;
+         staged_steps(defer) * kThreads * 16 + (defer == kAdders ? kPackedBytes + kPairTableBytes + 16 : 0) +
+         2 * stages_of(defer) * 8;
 }
 static_assert(smem_bytes(true, 0) <= 227 * 1024, "shared memory of one SM exceeded");
 static_assert(smem_bytes(false, 1) <= 227 * 1024, "shared memory of one SM exceeded");
 static_assert(smem_bytes(false, 2) <= 227 * 1024, "shared memory of one SM exceeded");
+static_assert(smem_bytes(false, kAdders) <= 227 * 1024, "shared memory of one SM exceeded");
 
 // xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
 // x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
@@ -286,14 +300,21 @@ template <bool kGateUp, bool kBig, int kDefer, bool kDeep = false>
 __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
   constexpr int kS = stages_of(kDefer);
   constexpr int kStaged = staged_steps(kDefer);
+  constexpr bool kUseAdders = kDefer == kAdders;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t base = dev::smem_addr(smem);
-  const uint32_t staging = base + kS * kStageBytes;
-  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0) + kStaged * kThreads * 16;
+  const uint32_t staging = base + kS * kStageBytes;  // down with adders: the packed area
+  const uint32_t adder_bars = staging + kAdderBarsOffset;  // staged, drained (adders only)
+  const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0) + kStaged * kThreads * 16 +
+                        (kUseAdders ? kPackedBytes + kPairTableBytes + 16 : 0);
   if (threadIdx.x == 0) {
     for (int st = 0; st < kS; ++st) {
       dev::mbar_init(bars + 8 * st, 1);
       dev::mbar_init(bars + 8 * (kS + st), kConsumerWarps);
+    }
+    if constexpr (kUseAdders) {
+      dev::mbar_init(adder_bars, kThreads);
+      dev::mbar_init(adder_bars + 8, kAdderThreads);
     }
     dev::fence_mbar_init();
   }
@@ -302,9 +323,17 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;
   const int c = threadIdx.x >> 7;
-  if (run_producer<Producer<kS>>(p, base, bars, items, row_blocks)) return;
-  std::conditional_t<kDefer != 0, DeferredAdd<kStaged>, NoPending> pending;
-  if constexpr (kDefer != 0) pending.slots = staging + threadIdx.x * 16;
+  if constexpr (kUseAdders) {
+    if (run_producer<Producer<kS>, adder_mma_regs(kDeep)>(p, base, bars, items, row_blocks, [&] {
+          run_adders(p, staging, items, row_blocks);
+        }))
+      return;
+  } else if (run_producer<Producer<kS>>(p, base, bars, items, row_blocks)) {
+    return;
+  }
+  std::conditional_t<kDefer != 0 && !kUseAdders, DeferredAdd<kStaged>, NoPending> pending;
+  if constexpr (kDefer != 0 && !kUseAdders) pending.slots = staging + threadIdx.x * 16;
+  uint32_t drained_phase = 0;  // adders: parity of the drained phase the next item waits for, ^ 1
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
@@ -325,6 +354,12 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
     }
     if constexpr (kGateUp) {
       store_h(p, it, c, staging + c * kStagingBytes, acc);
+    } else if constexpr (kUseAdders) {
+      dev::mbar_wait_parity(adder_bars + 8, drained_phase ^ 1);  // the adders read the last item
+      drained_phase ^= 1;
+      if (it.count > 64) pack_results<2>(staging, c, acc);
+      else pack_results<1>(staging, c, acc);
+      dev::mbar_arrive(adder_bars);
     } else if constexpr (kDefer != 0) {
       pending.finish(p, p.K / kTileK);  // steps the K loop had no tile for
       pending.stage(p, it, c, acc);
@@ -332,7 +367,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
       add_out(p, it, c, acc);
     }
   }
-  if constexpr (kDefer != 0) pending.finish(p, 0);
+  if constexpr (kDefer != 0 && !kUseAdders) pending.finish(p, 0);
 }
 
 // Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] and B
@@ -365,10 +400,12 @@ void launch_gate_up(const Params& p, bool deep, int ctas, cudaStream_t stream) {
   else launch_ws<true, kBig, 0, false>(p, ctas, stream);
 }
 
-// epilogue: MoeConfig::ws_down_epilogue (1..3).
+// epilogue: MoeConfig::ws_down_epilogue (1..5).
 template <bool kBig>
 void launch_down(const Params& p, int epilogue, int ctas, cudaStream_t stream) {
-  if (epilogue == 3) launch_ws<false, kBig, 2>(p, ctas, stream);
+  if (epilogue == 5) launch_ws<false, kBig, kAdders, false>(p, ctas, stream);
+  else if (epilogue == 4) launch_ws<false, kBig, kAdders, true>(p, ctas, stream);
+  else if (epilogue == 3) launch_ws<false, kBig, 2>(p, ctas, stream);
   else if (epilogue == 2) launch_ws<false, kBig, 1>(p, ctas, stream);
   else launch_ws<false, kBig, 0>(p, ctas, stream);
 }
@@ -425,6 +462,8 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   check_moe_prefill_ws_shape(w);
   const int R = T * topk;
   const WsChoices c = resolve_ws_choices(config, R, E);
+  if (c.epilogue >= 4 && int64_t(T) * H >= (int64_t(1) << 32))
+    fail_input("fused_moe_decode: down's adder epilogue takes T x H < 2^32, got {} x {}", T, H);
   // Persistent: one CTA per SM, each walking items blockIdx.x, + gridDim.x, ...
   const int ctas = config.ws_ctas > 0 ? config.ws_ctas : sm_count();
   uint4* xs = reinterpret_cast<uint4*>(xp);

@@ -36,6 +36,11 @@ constexpr int kThreads = kConsumerWarps * 32;
 constexpr int kProducerThreads = 128;
 constexpr int kRsThreads = kThreads + kProducerThreads;
 constexpr int kProducerRegs = 24, kMmaRegs = 240;
+// down's adders (ws_down_epilogue 4, 5: run_adders) are the producer
+// warpgroup's warps 1..3; its warp 0 runs the copy cursor.
+constexpr int kAdderWarps = 3;
+constexpr int kAdderThreads = kAdderWarps * 32;
+constexpr int kFirstAdder = kThreads + 32;  // the producer warpgroup's warp 0 runs the copy cursor
 // Registers per thread of a CTA of `threads` launched with
 // __launch_bounds__(threads, 1): the 64K file shared out, rounded down to the
 // allocation granule of 8 (384 threads: 168). setmaxnreg can only move
@@ -167,19 +172,29 @@ struct Producer {
 // (Producer, WideProducer) over every (item, K tile) stage of the CTA, each
 // copied as soon as its slot is free; returns true on the producer
 // warpgroup's threads, which then leave the kernel.
-template <class Cursor>
+// `others` runs on the producer warpgroup's warps 1..3 (down's adders; by
+// default nothing).
+struct NoOthers {
+  __device__ __forceinline__ void operator()() const {}
+};
+// kMma: the MMA warps' registers; the producer warpgroup gets the rest.
+template <class Cursor, int kMma = kMmaRegs, class Others = NoOthers>
 __device__ __forceinline__ bool run_producer(const Params& p, uint32_t base, uint32_t bars, int items,
-                                             int row_blocks) {
+                                             int row_blocks, Others others = {}) {
+  constexpr int kRest = (kRsThreads * launch_regs(kRsThreads) - kThreads * kMma) / kProducerThreads / 8 * 8;
+  static_assert(kRest >= kProducerRegs, "the producer warpgroup needs registers too");
   if (threadIdx.x >= kThreads) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRest));
     if (threadIdx.x == kThreads) {
       Cursor prod;
       prod.init(p, items, row_blocks);
       while (prod.at.item < items) prod.issue(p, base, bars, items, row_blocks);
+    } else if (threadIdx.x >= kFirstAdder) {
+      others();
     }
     return true;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kMmaRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kMma));
   return false;
 }
 
@@ -337,6 +352,111 @@ struct DeferredAdd {
     return v;
   }
 };
+
+// down's epilogue on the producer warpgroup (MoeConfig::ws_down_epilogue 4
+// and 5, RS kernel). After an item the MMA warps only round their results to
+// BF16 into a packed area and go on with the next item; warps 1..3 of the
+// producer warpgroup (the adders) add weight * y into out with 16-byte vector
+// reductions while that item's K loop runs. Before, the MMA warps issued 4
+// scalar FP32 atomics per K tile between their wgmma groups (DeferredAdd),
+// which also cost the registers of a deeper wgmma queue in down. BF16 is the
+// precision a peer's per-pair down output (BF16 rows summed afterwards) has;
+// the sum over an token's experts stays FP32.
+// Packed area: word (q, r) = BF16 y of pairs 2q (low half) and 2q + 1 (high)
+// at row r of the item; a row of q is 256 words + 8 of padding, so that the
+// MMA warps' 4-byte stores (lanes g, t: q = 4 nb + t, r = ... + g) hit 32
+// banks and an adder's 16-byte load is 4 rows of two pairs.
+constexpr int kPackedRowWords = kItemRows + 8;
+constexpr int kPackedBytes = kTilePairs / 2 * kPackedRowWords * 4;  // 67584
+// The adders' (token, routing weight) of each pair of an item, two buffers.
+constexpr int kPairTableBytes = 2 * kTilePairs * 8;
+
+__device__ __forceinline__ void sts32(uint32_t a, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// MMA warps: an item's results (the first NB x 64 pairs) into the packed
+// area. acc[m][4 nb + j] is pair 8 nb + 2 t + j at row g of strip
+// (wg, m, w), acc[m][4 nb + 2 + j] the same at row g + 8.
+template <int NB>
+__device__ __forceinline__ void pack_results(uint32_t packed, int wg, const float (&acc)[2][64]) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int r = (wg * 8 + m * 4 + w) * kStripRows + g;
+#pragma unroll
+    for (int nb = 0; nb < NB * 8; ++nb) {
+      const uint32_t a = packed + ((nb * 4 + t) * kPackedRowWords + r) * 4;
+      sts32(a, bf16x2_bits(acc[m][4 * nb], acc[m][4 * nb + 1]));
+      sts32(a + 8 * 4, bf16x2_bits(acc[m][4 * nb + 2], acc[m][4 * nb + 3]));
+    }
+  }
+}
+
+__device__ __forceinline__ void red_add_v4(float* o, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(o), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+
+// The adders: for each item of the CTA (the same sequence as the MMA
+// warps'), the pairs' tokens and weights into the table (before the results
+// are there), then per pair pair and 4 rows one 16-byte load and a vector
+// reduction per pair. `staged` completes when all 256 MMA
+// threads stored an item; `drained` when all adders read it.
+// Shared memory from `packed` on: the packed area, the pair table (two
+// buffers), then the `staged` and `drained` barriers (one base address, so
+// that the loop keeps fewer registers).
+constexpr int kAdderTableOffset = kPackedBytes, kAdderBarsOffset = kPackedBytes + kPairTableBytes;
+__device__ __forceinline__ void run_adders(const Params& p, uint32_t packed, int items, int row_blocks) {
+  const int a = threadIdx.x - kFirstAdder;
+  const uint32_t table = packed + kAdderTableOffset, staged = packed + kAdderBarsOffset, drained = staged + 8;
+  constexpr int kGroups = kItemRows / 4;
+  uint32_t phase = 0;
+#pragma unroll 1
+  for (int item = blockIdx.x; item < items; item += gridDim.x, phase ^= 1) {
+    const Item it = item_at(p.s, item, row_blocks);
+    const uint32_t tab = table + phase * (kTilePairs * 8);
+#pragma unroll 1
+    for (int n = a; n < it.count; n += kAdderThreads) {
+      const int pair = __ldg(p.s.sorted_pairs + it.start + n);
+      asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(tab + n * 8), "r"(pair / p.topk),
+                   "r"(__float_as_uint(__ldg(p.weights + pair)))
+                   : "memory");
+    }
+    dev::mbar_wait_parity(staged, phase);
+    // The table is complete, and every adder is done with the item before
+    // last, whose buffer the next item's table takes.
+    named_barrier(3, kAdderThreads);
+    // Adders 0..63 take row group a (rows 4a .. 4a + 3) of every pair: a
+    // warp's 16-byte loads are one contiguous 512-byte row of the packed
+    // area, its reductions 512 contiguous bytes of out, and the loop fits
+    // the producer warpgroup's 24 registers (32-bit offsets into out:
+    // launch_moe_prefill_ws checks T x H < 2^32).
+    if (a < kGroups) {
+      const uint32_t col = it.rb * kItemRows + a * 4;
+      uint32_t src = packed + a * 16, pt = tab;
+#pragma unroll 1
+      for (int n = 0; n < it.count; n += 2, src += kPackedRowWords * 4, pt += 16) {
+        const uint4 v = dev::lds128(src);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (n + h >= it.count) break;
+          uint32_t tok, wbits;
+          asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(tok), "=r"(wbits) : "r"(pt + h * 8));
+          const float wt = __uint_as_float(wbits);
+          const auto y = [h](uint32_t x) { return __uint_as_float(h ? x & 0xFFFF0000u : x << 16); };
+          red_add_v4(p.out + (tok * uint32_t(p.N) + col), wt * y(v.x), wt * y(v.y), wt * y(v.z), wt * y(v.w));
+        }
+      }
+    }
+    dev::mbar_arrive(drained);
+  }
+}
 
 // fused_moe_ws_ss.cu: gate_up and down with a dequant warpgroup feeding SS
 // wgmma (MoeConfig::ws_dequant 2 and 3). down_epilogue: 1 = FP32 atomics after

@@ -189,7 +189,11 @@ struct MoeConfig {
   // 1 = FP32 atomics from the MMA warps after each work item; 2 = the item's
   // results staged in shared memory and added during the next item's K loop
   // (4-stage copy ring instead of 7); 3 = 3/4 of them deferred, the rest
-  // added at once (5-stage ring); 0 = auto (docs/mxfp4-prefill.md).
+  // added at once (5-stage ring); 4 and 5 = the MMA warps store the item's
+  // results as BF16 in shared memory and three warps of the producer
+  // warpgroup add weight * y into out (16-byte vector reductions) during the
+  // next item, 6-stage ring, with two (4) or one (5) wgmma groups in flight;
+  // 0 = auto: 5 (docs/mxfp4-prefill.md).
   int ws_down_epilogue = 0;
   // Path 5, gate_up: wgmma groups a warpgroup keeps in flight while it
   // dequantizes the next one's weights: 1 (2 A register buffers) or 2 (3

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 13's device calls for the MoE prefill (path 5), reproducible from the repository:
+#   bench/mxfp4/prefill_s13_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+# Call 1: down's epilogue on the producer warpgroup's adder warps
+# (MoeConfig::ws_down_epilogue 4: wgmma groups 2 deep, 5: 1 deep) beside auto
+# (3: the MMA warps' deferred FP32 atomics): every row checked against the
+# reference at 512 (3-CTA row included) and 2048 tokens, then 8192 tokens three
+# times (the rows of one run are measured one after another, so three runs show
+# the spread), then ncu's stall sampling of the new down kernel.
+set -uo pipefail
+call=$1 out=$2
+source bench/mxfp4/prefill_call_common.sh
+rows() {  # rows NAME ARGS...: mxfp4_bench --moe-prefill ARGS, MoE rows (no graph rows), short columns
+  local name=$1
+  shift
+  timeout 150 mxfp4_bench --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
+    echo "$name: exit $?"
+  grep -E '^\| fused_moe' "$out/$name.log" | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
+    sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
+}
+if [[ $call == 1 ]]; then
+  rows t512 --moe-tokens 512 --moe-only "auto|adder"
+  rows t2048 --moe-tokens 2048 --moe-only "auto|adder"
+  for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|adder"; done
+fi
