@@ -101,7 +101,7 @@ constexpr int staged_steps(int defer) { return defer == 2 ? 24 : defer == 1 ? kA
 constexpr int stages_of(int defer) { return defer == kAdders ? 6 : defer == 2 ? 5 : defer == 1 ? 4 : kStages; }
 constexpr int smem_bytes(bool gate_up, int defer) {
   return stages_of(defer) * kStageBytes + (gate_up ? 2 * kStagingBytes : 0) +
-         staged_steps(defer) * kThreads * 16 + (defer == kAdders ? kPackedBytes + kPairTableBytes + 16 : 0) +
+         staged_steps(defer) * kThreads * 16 + (defer == kAdders ? DownArea::kBytes : 0) +
          2 * stages_of(defer) * 8;
 }
 static_assert(smem_bytes(true, 0) <= 227 * 1024, "shared memory of one SM exceeded");
@@ -304,9 +304,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t base = dev::smem_addr(smem);
   const uint32_t staging = base + kS * kStageBytes;  // down with adders: the packed area
-  const uint32_t adder_bars = staging + kAdderBarsOffset;  // staged, drained (adders only)
+  const uint32_t adder_bars = staging + DownArea::kBarsOffset;  // staged, drained (adders only)
   const uint32_t bars = staging + (kGateUp ? 2 * kStagingBytes : 0) + kStaged * kThreads * 16 +
-                        (kUseAdders ? kPackedBytes + kPairTableBytes + 16 : 0);
+                        (kUseAdders ? DownArea::kBytes : 0);
   if (threadIdx.x == 0) {
     for (int st = 0; st < kS; ++st) {
       dev::mbar_init(bars + 8 * st, 1);
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   const int c = threadIdx.x >> 7;
   if constexpr (kUseAdders) {
     if (run_producer<Producer<kS>, adder_mma_regs(kDeep)>(p, base, bars, items, row_blocks, [&] {
-          run_adders(p, staging, items, row_blocks);
+          run_adders<DownArea>(p, staging, items, row_blocks);
         }))
       return;
   } else if (run_producer<Producer<kS>>(p, base, bars, items, row_blocks)) {

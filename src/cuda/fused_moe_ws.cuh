@@ -362,14 +362,27 @@ struct DeferredAdd {
 // which also cost the registers of a deeper wgmma queue in down. BF16 is the
 // precision a peer's per-pair down output (BF16 rows summed afterwards) has;
 // the sum over an token's experts stays FP32.
-// Packed area: word (q, r) = BF16 y of pairs 2q (low half) and 2q + 1 (high)
-// at row r of the item; a row of q is 256 words + 8 of padding, so that the
-// MMA warps' 4-byte stores (lanes g, t: q = 4 nb + t, r = ... + g) hit 32
-// banks and an adder's 16-byte load is 4 rows of two pairs.
-constexpr int kPackedRowWords = kItemRows + 8;
-constexpr int kPackedBytes = kTilePairs / 2 * kPackedRowWords * 4;  // 67584
-// The adders' (token, routing weight) of each pair of an item, two buffers.
-constexpr int kPairTableBytes = 2 * kTilePairs * 8;
+// Shared memory of the adder epilogue for items of kRows weight rows x up to
+// kPairs pairs, from the packed area's address on: the packed area, the
+// adders' (token, routing weight) of each pair in two buffers, then the
+// `staged` and `drained` barriers (one base address: the adders' loop keeps
+// fewer registers). Packed word (q, r) = BF16 y of pairs 2q (low half) and
+// 2q + 1 (high) at row r of the item; a row of q is kRows words + 8 of
+// padding, so that the MMA warps' 4-byte stores (lanes g, t: q = 4 nb + t,
+// r = ... + g) hit 32 banks and an adder's 16-byte load is 4 rows of two
+// pairs.
+template <int kRows, int kPairs>
+struct AdderArea {
+  static constexpr int kItemRows = kRows, kItemPairs = kPairs;
+  static constexpr int kRowWords = kRows + 8;
+  static constexpr int kTableOffset = kPairs / 2 * kRowWords * 4;
+  static constexpr int kBarsOffset = kTableOffset + 2 * kPairs * 8;
+  static constexpr int kBytes = kBarsOffset + 16;
+  __device__ __forceinline__ static uint32_t word(uint32_t packed, int q, int r) {
+    return packed + (q * kRowWords + r) * 4;
+  }
+};
+using DownArea = AdderArea<kItemRows, kTilePairs>;  // 67584 + 2048 + 16 bytes
 
 __device__ __forceinline__ void sts32(uint32_t a, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
@@ -380,22 +393,27 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
   return d;
 }
 
-// MMA warps: an item's results (the first NB x 64 pairs) into the packed
-// area. acc[m][4 nb + j] is pair 8 nb + 2 t + j at row g of strip
-// (wg, m, w), acc[m][4 nb + 2 + j] the same at row g + 8.
+// MMA warps: the first kFloats accumulators of one m64 fragment into the
+// packed area. acc[4 nb + j] is pair 2 q0 + 8 nb + 2 t + j at row r (this
+// lane's row g of its strip), acc[4 nb + 2 + j] the same at row r + 8.
+template <class Area, int kFloats, int N>
+__device__ __forceinline__ void pack_fragment(uint32_t packed, int r, int q0, const float (&acc)[N]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int nb = 0; nb < kFloats / 4; ++nb) {
+    const uint32_t a = Area::word(packed, q0 + nb * 4 + t, r);
+    sts32(a, bf16x2_bits(acc[4 * nb], acc[4 * nb + 1]));
+    sts32(a + 8 * 4, bf16x2_bits(acc[4 * nb + 2], acc[4 * nb + 3]));
+  }
+}
+
+// The 256-row items' results (the first NB x 64 pairs): strip (wg, m, w).
 template <int NB>
 __device__ __forceinline__ void pack_results(uint32_t packed, int wg, const float (&acc)[2][64]) {
-  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    const int r = (wg * 8 + m * 4 + w) * kStripRows + g;
-#pragma unroll
-    for (int nb = 0; nb < NB * 8; ++nb) {
-      const uint32_t a = packed + ((nb * 4 + t) * kPackedRowWords + r) * 4;
-      sts32(a, bf16x2_bits(acc[m][4 * nb], acc[m][4 * nb + 1]));
-      sts32(a + 8 * 4, bf16x2_bits(acc[m][4 * nb + 2], acc[m][4 * nb + 3]));
-    }
-  }
+  for (int m = 0; m < 2; ++m)
+    pack_fragment<DownArea, NB * 32>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, 0, acc[m]);
 }
 
 __device__ __forceinline__ void red_add_v4(float* o, float a, float b, float c, float d) {
@@ -406,21 +424,24 @@ __device__ __forceinline__ void red_add_v4(float* o, float a, float b, float c, 
 // The adders: for each item of the CTA (the same sequence as the MMA
 // warps'), the pairs' tokens and weights into the table (before the results
 // are there), then per pair pair and 4 rows one 16-byte load and a vector
-// reduction per pair. `staged` completes when all 256 MMA
-// threads stored an item; `drained` when all adders read it.
-// Shared memory from `packed` on: the packed area, the pair table (two
-// buffers), then the `staged` and `drained` barriers (one base address, so
-// that the loop keeps fewer registers).
-constexpr int kAdderTableOffset = kPackedBytes, kAdderBarsOffset = kPackedBytes + kPairTableBytes;
+// reduction per pair. `staged` completes when all 256 MMA threads stored an
+// item; `drained` when all adders read it.
+template <class Area>
 __device__ __forceinline__ void run_adders(const Params& p, uint32_t packed, int items, int row_blocks) {
-  const int a = threadIdx.x - kFirstAdder;
-  const uint32_t table = packed + kAdderTableOffset, staged = packed + kAdderBarsOffset, drained = staged + 8;
-  constexpr int kGroups = kItemRows / 4;
+  constexpr int kRows = Area::kItemRows, kPairs = Area::kItemPairs;
+  // Adder a takes row group a % kGroups (rows 4 g .. 4 g + 3) of every
+  // kSlices-th pair pair from a / kGroups: a warp's 16-byte loads are a
+  // contiguous 512 bytes of the packed area, its reductions 512 contiguous
+  // bytes of out, and the loop fits the producer warpgroup's 24 registers
+  // (32-bit offsets into out: launch_moe_prefill_ws checks T x H < 2^32).
+  constexpr int kGroups = kRows / 4, kSlices = kAdderThreads / kGroups;
+  const int a = threadIdx.x - kFirstAdder, slice = a / kGroups;
+  const uint32_t table = packed + Area::kTableOffset, staged = packed + Area::kBarsOffset, drained = staged + 8;
   uint32_t phase = 0;
 #pragma unroll 1
   for (int item = blockIdx.x; item < items; item += gridDim.x, phase ^= 1) {
-    const Item it = item_at(p.s, item, row_blocks);
-    const uint32_t tab = table + phase * (kTilePairs * 8);
+    const Item it = item_at<kPairs>(p.s, item, row_blocks);
+    const uint32_t tab = table + phase * (kPairs * 8);
 #pragma unroll 1
     for (int n = a; n < it.count; n += kAdderThreads) {
       const int pair = __ldg(p.s.sorted_pairs + it.start + n);
@@ -432,16 +453,13 @@ __device__ __forceinline__ void run_adders(const Params& p, uint32_t packed, int
     // The table is complete, and every adder is done with the item before
     // last, whose buffer the next item's table takes.
     named_barrier(3, kAdderThreads);
-    // Adders 0..63 take row group a (rows 4a .. 4a + 3) of every pair: a
-    // warp's 16-byte loads are one contiguous 512-byte row of the packed
-    // area, its reductions 512 contiguous bytes of out, and the loop fits
-    // the producer warpgroup's 24 registers (32-bit offsets into out:
-    // launch_moe_prefill_ws checks T x H < 2^32).
-    if (a < kGroups) {
-      const uint32_t col = it.rb * kItemRows + a * 4;
-      uint32_t src = packed + a * 16, pt = tab;
+    if (slice < kSlices) {
+      const int rg = a - slice * kGroups;
+      const uint32_t col = it.rb * kRows + rg * 4;
+      uint32_t src = Area::word(packed, slice, rg * 4), pt = tab + slice * 16;
 #pragma unroll 1
-      for (int n = 0; n < it.count; n += 2, src += kPackedRowWords * 4, pt += 16) {
+      for (int n = 2 * slice; n < it.count;
+           n += 2 * kSlices, src += kSlices * Area::kRowWords * 4, pt += kSlices * 16) {
         const uint4 v = dev::lds128(src);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
