@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Session 13's device calls for the MoE prefill (path 5), reproducible from the repository:
 #   bench/mxfp4/prefill_s13_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+# Call 2: down on wide items (128 rows x up to 256 pairs, ws_down_epilogue 6)
+# with the adders, beside auto (5) and 3, the same sizes.
 # Call 1: down's epilogue on the producer warpgroup's adder warps
 # (MoeConfig::ws_down_epilogue 4: wgmma groups 2 deep, 5: 1 deep) beside auto
 # (3: the MMA warps' deferred FP32 atomics): every row checked against the
@@ -22,4 +24,8 @@ if [[ $call == 1 ]]; then
   rows t512 --moe-tokens 512 --moe-only "auto|adder"
   rows t2048 --moe-tokens 2048 --moe-only "auto|adder"
   for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|adder"; done
+elif [[ $call == 2 ]]; then
+  rows t512 --moe-tokens 512 --moe-only "auto|adder|3/4"
+  rows t2048 --moe-tokens 2048 --moe-only "auto|adder|3/4"
+  for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|adder|3/4"; done
 fi
