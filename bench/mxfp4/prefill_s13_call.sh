@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Session 13's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s13_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s13_call.sh 1|2|3 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 2: down on wide items (128 rows x up to 256 pairs, ws_down_epilogue 6)
-# with the adders, beside auto (5) and 3, the same sizes.
+# with the adders, beside auto (5) and 3, the same sizes (code: the patch
+# raw-prefill-2026-12-02-s13/wide-down-adders-measured-slower.patch).
+# Call 3: the wide gate_up's h copied out by the producer warpgroup
+# (ws_gate_up_epilogue 2) beside the MMA warps (1 = auto), same sizes.
 # Call 1: down's epilogue on the producer warpgroup's adder warps
 # (MoeConfig::ws_down_epilogue 4: wgmma groups 2 deep, 5: 1 deep) beside auto
 # (3: the MMA warps' deferred FP32 atomics): every row checked against the
@@ -28,4 +31,8 @@ elif [[ $call == 2 ]]; then
   rows t512 --moe-tokens 512 --moe-only "auto|adder|3/4"
   rows t2048 --moe-tokens 2048 --moe-only "auto|adder|3/4"
   for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|adder|3/4"; done
+elif [[ $call == 3 ]]; then
+  rows t512 --moe-tokens 512 --moe-only "auto|copied"
+  rows t2048 --moe-tokens 2048 --moe-only "auto|copied"
+  for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|copied"; done
 fi
