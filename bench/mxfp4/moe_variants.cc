@@ -170,7 +170,8 @@ void add_prefill_variants(int T, std::vector<Variant>& vs) {
   if (T == 512 || T == 2048) vs.push_back({"routed, registers", 1, 0, 1, 2});
   if (T >= 512) vs.push_back({"prefill tiles, mma.sync", 3, 0, 0, 0});
   if (T >= 512) vs.push_back({"prefill on wgmma, wide tiles", 4, 0, 0, 0});
-  if (T >= 512) vs.push_back({"prefill on wgmma, warp-specialized", 5, 0, 0, 0});
+  // Path 5 from 256 tokens (--moe-tokens): where the routed path hands over.
+  if (T >= 256) vs.push_back({"prefill on wgmma, warp-specialized", 5, 0, 0, 0});
   add_ws_pipeline_variants(T, vs);
   add_ws_down_variants(T, vs);
   add_ws_dequant_variants(T, vs);

@@ -27,19 +27,6 @@ every_row() {  # every_row BIN TOKENS [FILTER]: bench_BIN's rows at TOKENS into 
     > "$out/$bin-$tokens.log" 2>&1 || echo "$bin-$tokens: exit $?"
   grep -E '^\| fused_moe' "$out/$bin-$tokens.log" | cut -d'|' -f4,5,6,8,9,10,12 | cut -c1-200
 }
-stalls() {  # stalls NAME KERNEL_REGEX FILTER
-  local name=$1 kernel=$2 filter=$3
-  timeout 150 ncu --clock-control none -k "regex:$kernel" --launch-count 1 --section SourceCounters \
-    --section WarpStateStats --section SpeedOfLight --section SchedulerStats --section MemoryWorkloadAnalysis \
-    -o "$out/$name" -f mxfp4_bench --moe-prefill --moe-tokens 8192 --moe-only "$filter" > "$out/$name-run.txt" 2>&1 ||
-    echo "ncu $name: exit $?"
-  ncu --import "$out/$name.ncu-rep" --page raw > "$out/$name-raw.txt" 2>&1
-  bash bench/mxfp4/prefill_ncu_keys.sh "$out/$name-raw.txt" | tee "$out/$name-keys.txt" | head -20
-  ncu --import "$out/$name.ncu-rep" --page source --csv --print-source sass > "$out/$name-sass.csv" 2>&1
-  python3 bench/mxfp4/ncu_source_stalls.py "$out/$name-sass.csv" 45 | tee "$out/$name-stalls.txt" | cut -c1-200
-  rm -f "$out/$name.ncu-rep" "$out/$name-raw.txt"  # the device tool brings back a few files only
-  xz -f "$out/$name-sass.csv"
-}
 if [[ $call == 1 ]]; then
   bench b8192 120 --moe-tokens 8192 --moe-only "auto"
   stalls gateup moe_ws_wide "auto"

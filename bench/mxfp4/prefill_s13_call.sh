@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Session 13's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s13_call.sh 1|2|3 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s13_call.sh 1|2|3|4 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 2: down on wide items (128 rows x up to 256 pairs, ws_down_epilogue 6)
 # with the adders, beside auto (5) and 3, the same sizes (code: the patch
 # raw-prefill-2026-12-02-s13/wide-down-adders-measured-slower.patch).
 # Call 3: the wide gate_up's h copied out by the producer warpgroup
-# (ws_gate_up_epilogue 2) beside the MMA warps (1 = auto), same sizes.
+# (ws_gate_up_epilogue 2) beside the MMA warps (1 = auto), same sizes (code:
+# raw-prefill-2026-12-02-s13/gate-up-h-copiers-measured-slower.patch).
+# Call 4: where path 5 (with the adders) overtakes the routed decode path:
+# auto beside path 5 forced, 256..1536 tokens, two rounds; then ncu's stall
+# sampling of down (the adders' kernel) at 8192 tokens.
 # Call 1: down's epilogue on the producer warpgroup's adder warps
 # (MoeConfig::ws_down_epilogue 4: wgmma groups 2 deep, 5: 1 deep) beside auto
 # (3: the MMA warps' deferred FP32 atomics): every row checked against the
@@ -31,6 +35,11 @@ elif [[ $call == 2 ]]; then
   rows t512 --moe-tokens 512 --moe-only "auto|adder|3/4"
   rows t2048 --moe-tokens 2048 --moe-only "auto|adder|3/4"
   for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|adder|3/4"; done
+elif [[ $call == 4 ]]; then
+  for r in 1 2; do
+    for t in 256 384 512 768 1024 1536; do rows "t$t-$r" --moe-tokens $t --moe-only "auto|prefill on wgmma, warp-specialized"; done
+  done
+  stalls down moe_ws_kernel "auto"
 elif [[ $call == 3 ]]; then
   rows t512 --moe-tokens 512 --moe-only "auto|copied"
   rows t2048 --moe-tokens 2048 --moe-only "auto|copied"

@@ -155,9 +155,9 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk);
 // 5 = prefill on wgmma, warp-specialized and persistent (256 rows x up to 128
 // pairs per work item, x gathered per pair, bulk tensor copies into an
 // mbarrier ring; both GEMMs; W4A4 quantizes h in its chunk layout;
-// docs/mxfp4-prefill.md). Auto: 2 up to 16 pairs, 5 from 32 pairs per expert
-// on average (T * topk >= 32 * experts; 3 for shapes path 5 cannot take),
-// else 1. weight_loads (decode paths):
+// docs/mxfp4-prefill.md). Auto: 2 up to 16 pairs, 5 from 10 pairs per expert
+// on average (T * topk >= 10 * experts; shapes path 5 cannot take: 3 from 32
+// pairs per expert), else 1. weight_loads (decode paths):
 // 1 = registers, 2 = per-warp cp.async rings, 3 = per-warp rings filled by
 // bulk copies (with pdl, down's first weights are requested before it waits
 // for gate_up), 4 = registers with every load of a 4-tile batch issued first,
