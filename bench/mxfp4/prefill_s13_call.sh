@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 13's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s13_call.sh 1|2|3|4|5 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s13_call.sh 1|2|3|4|5|6 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 2: down on wide items (128 rows x up to 256 pairs, ws_down_epilogue 6)
 # with the adders, beside auto (5) and 3, the same sizes (code: the patch
 # raw-prefill-2026-12-02-s13/wide-down-adders-measured-slower.patch).
@@ -13,6 +13,10 @@
 # Call 5: L2 cache policies on path 5's copies (ws_l2_hints 2: weight tiles
 # evict_first, B evict_last) beside auto (none; code: the patch
 # raw-prefill-2026-12-02-s13/l2-cache-hints-measured-no-change.patch).
+# Call 6: each item's K loop started at K tile rb * KT / row blocks (wrapping;
+# ws_k_rotation 2), so that a tile's row blocks, which run side by side, do not
+# all ask for the same B tile at once, beside auto (code: the patch
+# raw-prefill-2026-12-02-s13/k-rotation-per-row-block-measured-no-gain.patch).
 # Call 1: down's epilogue on the producer warpgroup's adder warps
 # (MoeConfig::ws_down_epilogue 4: wgmma groups 2 deep, 5: 1 deep) beside auto
 # (3: the MMA warps' deferred FP32 atomics): every row checked against the
@@ -47,6 +51,10 @@ elif [[ $call == 5 ]]; then
   rows t512 --moe-tokens 512 --moe-only "auto|L2 hints"
   rows t2048 --moe-tokens 2048 --moe-only "auto|L2 hints"
   for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|L2 hints"; done
+elif [[ $call == 6 ]]; then
+  rows t512 --moe-tokens 512 --moe-only "auto|K rotated"
+  rows t2048 --moe-tokens 2048 --moe-only "auto|K rotated"
+  for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|K rotated"; done
 elif [[ $call == 3 ]]; then
   rows t512 --moe-tokens 512 --moe-only "auto|copied"
   rows t2048 --moe-tokens 2048 --moe-only "auto|copied"
