@@ -58,9 +58,10 @@ void emit(const Row& r) {
   char nums[512];
   std::snprintf(nums, sizeof nums,
                 "\"M\":%d,\"us\":%.3f,\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,"
-                "\"touched\":%.1f,\"sm_mhz\":%.0f,\"power_w\":%.0f,\"power_capped\":%.2f,\"clock_samples\":%d,",
+                "\"touched\":%.1f,\"sm_mhz\":%.0f,\"power_w\":%.0f,\"power_capped\":%.2f,\"clock_samples\":%d,"
+                "\"err_bound\":%.3g,",
                 row.M, row.us, row.floor_us, row.floor_us > 0 ? row.us / row.floor_us : 0.0, row.rel_err,
-                row.nan_count, row.extra, row.sm_mhz, row.power_w, row.capped, row.clock_samples);
+                row.nan_count, row.extra, row.sm_mhz, row.power_w, row.capped, row.clock_samples, row.err_bound);
   const std::string line = "{\"kernel\":" + json_string(row.kernel) + ",\"shape\":" + json_string(row.shape) +
                            ",\"mode\":" + json_string(row.mode) + "," + nums + "\"note\":" +
                            json_string(row.note) + "}";

@@ -18,6 +18,8 @@ struct Row {  // one result line
   double us = 0, floor_us = 0, rel_err = -1;
   long nan_count = -1;
   double extra = 0;  // MoE: touched experts
+  // The relative-error bound report.py applies; 0 = its default for `kernel`.
+  double err_bound = 0;
   // When the row's time was taken, for its GPU clock (gpu_clock.h); empty:
   // the last median_us's window. Rows without a time report no clock.
   std::vector<ClockWindow> windows;

@@ -369,6 +369,12 @@ void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cu
   if (w.w4a4) mxfp4_qdq_activations(s.h, s.h, pairs, w.intermediate, stream);
 }
 
+bool fused_moe_rounds_expert_outputs(const MoeWeights& w, int T, int topk, const MoeConfig& config) {
+  const int path = config.path ? config.path : choose_path(T * topk, w.experts, w.hidden, w.intermediate);
+  const bool fp8 = w.w4a4 && choose_w4a4_mma(config.w4a4_mma) >= 2;  // replaces the prefill paths
+  return path == kWsPath && !fp8 && moe_prefill_ws_rounds_y(config);
+}
+
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) {
   const int pairs = max_tokens * topk;
   const size_t tiles = size_t(moe_max_tiles(pairs, w.experts));

@@ -455,6 +455,11 @@ void launch_tile_map(const MoeScratch& s, int E, bool wide, cudaStream_t stream)
 
 }  // namespace
 
+bool moe_prefill_ws_rounds_y(const MoeConfig& config) {
+  const WsChoices c = resolve_ws_choices(config, 0, 1);
+  return c.epilogue >= 4 && c.dequant != 3;  // the SS down keeps its own epilogue
+}
+
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config) {

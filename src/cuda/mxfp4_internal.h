@@ -62,6 +62,9 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 // it takes: check_moe_prefill_ws_shape (fused_moe_decode calls it before its
 // first launch).
 void check_moe_prefill_ws_shape(const MoeWeights& w);
+// Whether path 5 with `config` rounds each expert's down output to BF16 (the
+// adders' epilogue: MoeConfig::ws_down_epilogue 4-5, auto).
+bool moe_prefill_ws_rounds_y(const MoeConfig& config);
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config);

@@ -221,6 +221,12 @@ struct MoeConfig {
 };
 constexpr int kMoePhaseEvents = 6;
 
+// Whether fused_moe_decode with `config` at T tokens rounds each expert's
+// down output to BF16 before the FP32 sum over a token's experts (path 5's
+// adder epilogue, as a peer's BF16 per-pair rows): its relative error is then
+// that of a BF16 output (~1.7e-3), where the other paths keep FP32 (~1e-4).
+bool fused_moe_rounds_expert_outputs(const MoeWeights& w, int T, int topk, const MoeConfig& config);
+
 // x: BF16 [T, H]; topk_ids: int32 [T, topk] (ids outside [0, E) are dropped);
 // topk_weights: FP32 [T, topk]; workspace: fused_moe_workspace_bytes, 256-byte aligned.
 void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_ids,

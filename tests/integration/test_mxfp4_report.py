@@ -25,19 +25,23 @@ def report(tmp_path, rows):
 
 
 GOOD = [row("copy", rel_err=-1, unwritten=-1), row("gemm", rel_err=1.66e-3), row("fused_moe", rel_err=1.2e-4),
-        row("w4a4_quantizer", rel_err=0, unwritten=0), row("device_pack", rel_err=0, unwritten=0)]
+        row("w4a4_quantizer", rel_err=0, unwritten=0), row("device_pack", rel_err=0, unwritten=0),
+        # a row that names its own bound (the prefill path's BF16 expert outputs)
+        row("fused_moe", rel_err=1.67e-3, err_bound=5e-3), row("fused_moe", rel_err=1.1e-4, err_bound=0)]
 
 
 def test_rows_within_bounds_pass(tmp_path):
     r = report(tmp_path, GOOD)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "verdict: PASS (5 rows checked)" in r.stdout
+    assert "verdict: PASS (7 rows checked)" in r.stdout
     assert "| gemm | s | 1 |" in r.stdout  # the table is still printed
 
 
 @pytest.mark.parametrize("bad,why", [
     (row("gemm", rel_err=0.3), "rel err 0.3 above 5e-03"),
     (row("fused_moe", rel_err=2e-3), "rel err 0.002 above 1e-03"),
+    (row("fused_moe", rel_err=2e-3, err_bound=0), "rel err 0.002 above 1e-03"),  # 0: the kernel's default
+    (row("fused_moe", rel_err=6e-3, err_bound=5e-3), "rel err 0.006 above 5e-03"),
     (row("fused_moe", rel_err=1e-5, unwritten=17), "17 unwritten"),
     (row("fused_moe", rel_err=-1), "rel err -1 above"),  # a checked kernel without an error figure
     (row("w4a4_quantizer", rel_err=0, unwritten=3), "3 unwritten/mismatching"),
