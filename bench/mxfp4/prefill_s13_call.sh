@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 13's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s13_call.sh 1|2|3|4|5|6 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s13_call.sh 1|2|3|4|5|6|7 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Calls 1, 2, 3, 5, 6: a variant beside auto, every row checked against the reference, at 512 and 2048
 # tokens once and at 8192 tokens three times (the rows of one run are measured one after another, so three
 # runs show the spread). Calls 2, 3, 5 and 6 ran a build with the patch named below (in
@@ -19,6 +19,8 @@
 # Call 4: where path 5 (with the adders) overtakes the routed decode path: auto (routed below 1536 tokens
 # then) beside path 5 forced, 256..1536 tokens, two rounds; then ncu's stall sampling of down (the adders'
 # kernel) at 8192 tokens.
+# Call 7: ncu's throughput, compute and memory sections of one wide gate_up launch at 8192 tokens (is shared
+# memory what its stages wait for?), the rows about shared memory and the tensor pipe printed.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
@@ -49,5 +51,16 @@ case $call in
     ;;
   5) sizes "auto|L2 hints" ;;
   6) sizes "auto|K rotated" ;;
-  *) echo "usage: $0 1|2|3|4|5|6 OUT_DIR" >&2; exit 2 ;;
+  7)
+    timeout 200 ncu --clock-control none -k "regex:moe_ws_wide" --launch-count 1 --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+      -o "$out/gu" -f mxfp4_bench --moe-prefill --moe-tokens 8192 --moe-only "auto" > "$out/gu-run.txt" 2>&1 ||
+      echo "ncu gu: exit $?"
+    ncu --import "$out/gu.ncu-rep" --page details > "$out/gu-details.txt" 2>&1
+    ncu --import "$out/gu.ncu-rep" --page raw > "$out/gu-raw.txt" 2>&1
+    grep -iE "shared|gmma|tensor|bank|wavefront|duration|frequency" "$out/gu-raw.txt" | head -80
+    rm -f "$out/gu.ncu-rep"  # the device tool brings back a few files only
+    xz -f "$out/gu-raw.txt"
+    ;;
+  *) echo "usage: $0 1|2|3|4|5|6|7 OUT_DIR" >&2; exit 2 ;;
 esac
