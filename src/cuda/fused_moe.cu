@@ -30,6 +30,7 @@
 #include "cuda/mxfp4_kernels.h"
 #include "cuda/moe_decode_common.cuh"
 #include "cuda/moe_tiles.cuh"
+#include "cuda/host/moe_path_rule.h"
 #include "cuda/w4a4_fp8.h"
 
 namespace mx::cuda {
@@ -282,26 +283,6 @@ void check_first_decode_slices(const MoeConfig& config, int ks) {
 // MoeConfig::weight_loads of the wide-CTA kernels (fused_moe_decode.cu).
 constexpr int kWideLoads = 6;
 
-// MoeConfig::path values.
-enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kWgmmaPath = 4,
-               kWsPath = 5 };
-
-// Auto rule (docs/kernels.md, measured on H200, run 9): <= 16 pairs (Kimi: 1-2
-// tokens) the direct path with programmatic dependent launch (70.0 vs 74.0 us
-// routed at 1 token, 125.1 vs 129.8 at 2; equal or slightly slower from 8
-// tokens); an average of >= 10 pairs per expert (Kimi: >= 480 tokens) the
-// warp-specialized wgmma path, 5; else the routed decode kernels. Path 5 at
-// 8192 tokens (bench/mxfp4/results-prefill-2026-11-30-ws.md, one call): 15.74
-// vs 22.16 ms for the mma.sync tiles and 21.17 for the wide tiles; 6.51 vs
-// 7.07 / 8.59, routed 18.29, at 2048. Its start moved from 32 to 10 pairs per
-// expert on 2026-12-02 (session 13, bench/mxfp4/results-prefill-2026-12-02-s13.md,
-// two rounds, path 5 with the adders' down): routed vs path 5 at 256 tokens
-// 3.0 vs 4.9 ms, 384 3.9 vs 4.9, 512 4.87 vs 4.77, 768 6.7 vs 4.8, 1024 8.7
-// vs 4.9 (path 5 takes ~4.8 ms from 256 to 1024 tokens: every expert's
-// weights streamed once). Paths 3 and 4 are no longer picked, except:
-// shapes the warp-specialized path cannot take (2I or H not a multiple of
-// 256, more experts than its tile map's threads) take the mma.sync prefill
-// tiles from 32 pairs per expert when 2I % 128 == 0, else the routed path.
 // W4A4 MMA choice on the prefill paths (MoeConfig::w4a4_mma): BF16 MMAs on
 // quantize-dequantized activations unless FP8 is forced. Measured on H200
 // (bench/mxfp4/results-w4a4-fp8-2026-11-30.md, run 4): at 8192 Kimi tokens FP8
@@ -314,14 +295,8 @@ enum MoePath { kAutoPath = 0, kRouted = 1, kDirectPath = 2, kPrefillPath = 3, kW
 // bench/gpu/2026-11-30-session5/w4a4-path5/) FP8 is slower everywhere.
 int choose_w4a4_mma(int requested) { return requested ? requested : 1; }
 
-constexpr int kDirectAutoPairs = 16;
-constexpr int kWsFromPairsPerExpert = 10;
-int choose_path(int pairs, int E, int H, int I) {
-  if (pairs <= kDirectAutoPairs) return kDirectPath;
-  if ((2 * I) % 256 == 0 && H % 256 == 0 && E <= dev::kMoeMapThreads)
-    return pairs < kWsFromPairsPerExpert * E ? kRouted : kWsPath;
-  return pairs >= 32 * E && (2 * I) % 128 == 0 ? kPrefillPath : kRouted;  // shapes path 5 cannot take
-}
+// The auto path: choose_path (cuda/host/moe_path_rule.h).
+static_assert(kWsMaxExperts == dev::kMoeMapThreads, "the path rule's expert limit is path 5's tile map's");
 
 template <bool kBig, int kDepth, bool kDirect>
 void launch_decode(const MoeWeights& w, const uint16_t* x, const int* ids, const float* topk_weights,
