@@ -236,7 +236,7 @@ Row events_row(VariantRun& run, const SetZeroCheck& check, double grid_diff, int
     r.note += gd;
     r.rel_err = std::isfinite(grid_diff) ? std::max(r.rel_err, grid_diff) : 1.0;
   }
-  // Path 5 (forced, or auto from 2048 tokens): each phase of the call timed.
+  // Path 5 (forced, or auto, from 2048 tokens here): each phase of the call timed.
   if (T >= 2048 && (run.v.path == 0 || run.v.path == 5) && run.v.ws_ctas == 0)
     r.note += moe_phase_note([&](int i) { run.step(i % sets); }, run.cfg, 10, run.s);
   return r;

@@ -347,7 +347,7 @@ void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cu
 bool fused_moe_rounds_expert_outputs(const MoeWeights& w, int T, int topk, const MoeConfig& config) {
   const int path = config.path ? config.path : choose_path(T * topk, w.experts, w.hidden, w.intermediate);
   const bool fp8 = w.w4a4 && choose_w4a4_mma(config.w4a4_mma) >= 2;  // replaces the prefill paths
-  return path == kWsPath && !fp8 && moe_prefill_ws_rounds_y(config);
+  return path == kWsPath && !fp8 && moe_prefill_ws_rounds_y(config, T, w.hidden);
 }
 
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) {
@@ -363,7 +363,8 @@ namespace {
 
 // Every setting is checked before the first launch, so a refused one leaves
 // out and the workspace untouched (and nothing half-captured in a graph).
-void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path, int pairs, bool wide, int ks) {
+void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path, int T, int pairs, bool wide,
+                         int ks) {
   const int I = w.intermediate;
   if (path < kRouted || path > kWsPath)
     fail_input("fused_moe_decode: path must be 1..5, got {}", path);
@@ -371,7 +372,7 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
     fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
   if (path == kPrefillPath && (2 * I) % 128)
     fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
-  if (path == kWsPath) check_moe_prefill_ws_shape(w);
+  if (path == kWsPath) check_moe_prefill_ws(w, T, config);
   if (config.weight_loads < 0 || config.weight_loads > kWideLoads || config.pdl < 0 || config.pdl > 2)
     fail_input("fused_moe_decode: weight_loads must be 0..6 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
@@ -416,7 +417,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const bool pdl = config.pdl ? config.pdl == 1 : pairs <= kDirectAutoPairs;
   const bool wide = loads == kWideLoads;
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
-  check_decode_config(w, config, path, pairs, wide, ks);
+  check_decode_config(w, config, path, T, pairs, wide, ks);
   const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
   // W4A4 on FP8 tensor cores replaces the prefill paths (it quantizes x itself).
   const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;

@@ -24,11 +24,15 @@
 //     CTA-wide barrier in the K loop.
 //   * Epilogues: gate_up writes h = SiLU(gate) * up through a per-warpgroup
 //     staging area (16 KB) so that the global stores are whole 16-byte rows
-//     of the chunk layout; down adds weight * y into out with FP32 atomics,
-//     either right after the item (kStages ring) or deferred: the item's
-//     results go to shared memory and each warp adds them a step per K tile
-//     of its next item, between its wgmma groups (DeferredAdd; 4- or 5-stage
-//     ring). gate_up keeps two wgmma groups in flight (consume_item_deep).
+//     of the chunk layout. down (auto since 2026-12-02, session 13): the MMA
+//     warps round an item's results to BF16 into shared memory and go on;
+//     three producer-warpgroup warps add weight * y into out with 16-byte
+//     vector reductions during the next item (run_adders, fused_moe_ws.cuh;
+//     6-stage ring). Selectable: FP32 atomics right after the item (kStages
+//     ring) or deferred: the item's results go to shared memory and each warp
+//     adds them a step per K tile of its next item, between its wgmma groups
+//     (DeferredAdd; 4- or 5-stage ring). gate_up keeps two wgmma groups in
+//     flight (consume_item_deep).
 // The pieces shared with fused_moe_ws_ss.cu (a dequant warpgroup feeding SS
 // wgmma, MoeConfig::ws_dequant 2-3) are in fused_moe_ws.cuh.
 #include <cuda.h>
@@ -295,7 +299,8 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
 }
 
 // kDeep: the K loop of consume_item_deep (3 A buffers, wait_group 2).
-// kDefer: down's deferred epilogue (staged_steps, stages_of), 0 = none.
+// kDefer: down's epilogue (staged_steps, stages_of): 0 = atomics after each
+// item, 1, 2 = DeferredAdd, kAdders = run_adders.
 template <bool kGateUp, bool kBig, int kDefer, bool kDeep = false>
 __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_constant__ Params p) {
   constexpr int kS = stages_of(kDefer);
@@ -432,16 +437,23 @@ struct WsChoices {
   bool deep, wide_gate_up;
 };
 
+// The adders add into `out` at 32-bit offsets (run_adders): T x H < 2^32
+// floats; auto falls back to the MMA warps' deferred FP32 atomics above.
+bool adders_take(int64_t out_elems) { return out_elems < (int64_t(1) << 32); }
+
 // The settings path 5 runs with; fused_moe_decode checked the config's ranges
-// (check_decode_config in fused_moe.cu) before anything launched.
-WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts) {
+// (check_decode_config in fused_moe.cu, check_moe_prefill_ws) before anything
+// launched. out_elems = T x H.
+WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, int64_t out_elems) {
   WsChoices c;
   c.dequant = config.ws_dequant ? config.ws_dequant : kAutoDequant;
   const int gate_up_items = config.ws_gate_up_items ? config.ws_gate_up_items
                             : c.dequant >= 2         ? 1
                                                      : auto_gate_up_items(pairs, experts);
   c.wide_gate_up = gate_up_items == 2;
-  c.epilogue = config.ws_down_epilogue ? config.ws_down_epilogue : kAutoDownEpilogue;
+  c.epilogue = config.ws_down_epilogue      ? config.ws_down_epilogue
+               : adders_take(out_elems) ? kAutoDownEpilogue
+                                        : 3;
   c.deep = (config.ws_gate_up_depth ? config.ws_gate_up_depth : kAutoGateUpDepth) == 2;
   return c;
 }
@@ -455,9 +467,16 @@ void launch_tile_map(const MoeScratch& s, int E, bool wide, cudaStream_t stream)
 
 }  // namespace
 
-bool moe_prefill_ws_rounds_y(const MoeConfig& config) {
-  const WsChoices c = resolve_ws_choices(config, 0, 1);
+bool moe_prefill_ws_rounds_y(const MoeConfig& config, int T, int H) {
+  const WsChoices c = resolve_ws_choices(config, 0, 1, int64_t(T) * H);
   return c.epilogue >= 4 && c.dequant != 3;  // the SS down keeps its own epilogue
+}
+
+void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config) {
+  check_moe_prefill_ws_shape(w);
+  if (moe_prefill_ws_rounds_y(config, T, w.hidden) && !adders_take(int64_t(T) * w.hidden))
+    fail_input("fused_moe_decode: down's adder epilogue (ws_down_epilogue {}) takes T x H < 2^32, got {} x {}",
+               config.ws_down_epilogue, T, w.hidden);
 }
 
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
@@ -466,9 +485,7 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   const int E = w.experts, H = w.hidden, I = w.intermediate;
   check_moe_prefill_ws_shape(w);
   const int R = T * topk;
-  const WsChoices c = resolve_ws_choices(config, R, E);
-  if (c.epilogue >= 4 && int64_t(T) * H >= (int64_t(1) << 32))
-    fail_input("fused_moe_decode: down's adder epilogue takes T x H < 2^32, got {} x {}", T, H);
+  const WsChoices c = resolve_ws_choices(config, R, E, int64_t(T) * H);
   // Persistent: one CTA per SM, each walking items blockIdx.x, + gridDim.x, ...
   const int ctas = config.ws_ctas > 0 ? config.ws_ctas : sm_count();
   uint4* xs = reinterpret_cast<uint4*>(xp);

@@ -28,7 +28,8 @@ constexpr int kConsumerWarps = 8;
 constexpr int kThreads = kConsumerWarps * 32;
 // RS kernels: 384 threads launched with 168 registers each; setmaxnreg gives
 // the MMA warpgroups 240 (128 accumulators + the A buffers: at 168 ptxas
-// serialized every wgmma, C7512) and leaves the producer warpgroup 24.
+// serialized every wgmma, C7512) and leaves the producer warpgroup 24 (down
+// with the adders, one wgmma group in flight: 232 and 40; run_producer's kMma).
 // Until 2026-12-02 thread 0 of the MMA warps issued the copies between its
 // own MMAs: its wait for the slowest warp's release held its warpgroup's
 // next wgmma (a third of the warps' samples sat on the stage barriers; the
@@ -37,7 +38,8 @@ constexpr int kProducerThreads = 128;
 constexpr int kRsThreads = kThreads + kProducerThreads;
 constexpr int kProducerRegs = 24, kMmaRegs = 240;
 // down's adders (ws_down_epilogue 4, 5: run_adders) are the producer
-// warpgroup's warps 1..3; its warp 0 runs the copy cursor.
+// warpgroup's warps 1..3 (with 256-row items the third only fills the pair
+// table: 64 adders cover the 64 row groups); its warp 0 runs the copy cursor.
 constexpr int kAdderWarps = 3;
 constexpr int kAdderThreads = kAdderWarps * 32;
 constexpr int kFirstAdder = kThreads + 32;  // the producer warpgroup's warp 0 runs the copy cursor
@@ -432,8 +434,11 @@ __device__ __forceinline__ void run_adders(const Params& p, uint32_t packed, int
   // Adder a takes row group a % kGroups (rows 4 g .. 4 g + 3) of every
   // kSlices-th pair pair from a / kGroups: a warp's 16-byte loads are a
   // contiguous 512 bytes of the packed area, its reductions 512 contiguous
-  // bytes of out, and the loop fits the producer warpgroup's 24 registers
-  // (32-bit offsets into out: launch_moe_prefill_ws checks T x H < 2^32).
+  // bytes of out. 256-row items: 64 groups, kSlices 1, adders 64..95 only
+  // fill the table (the adds keep pace with the items: not measured
+  // otherwise). The loop fits the producer warpgroup's 40 registers (24 with
+  // two wgmma groups in flight: 20-24 bytes spill); 32-bit offsets into out
+  // (check_moe_prefill_ws: T x H < 2^32).
   constexpr int kGroups = kRows / 4, kSlices = kAdderThreads / kGroups;
   const int a = threadIdx.x - kFirstAdder, slice = a / kGroups;
   const uint32_t table = packed + Area::kTableOffset, staged = packed + Area::kBarsOffset, drained = staged + 8;

@@ -62,9 +62,13 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 // it takes: check_moe_prefill_ws_shape (fused_moe_decode calls it before its
 // first launch).
 void check_moe_prefill_ws_shape(const MoeWeights& w);
-// Whether path 5 with `config` rounds each expert's down output to BF16 (the
-// adders' epilogue: MoeConfig::ws_down_epilogue 4-5, auto).
-bool moe_prefill_ws_rounds_y(const MoeConfig& config);
+// The shape and the settings path 5 takes at T tokens (fused_moe_decode calls
+// it before its first launch): the adders' epilogue, forced, needs T x H < 2^32.
+void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config);
+// Whether path 5 with `config` at T tokens rounds each expert's down output to
+// BF16 (the adders' epilogue: MoeConfig::ws_down_epilogue 4-5, auto while
+// T x H < 2^32).
+bool moe_prefill_ws_rounds_y(const MoeConfig& config, int T, int H);
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config);

@@ -192,8 +192,9 @@ struct MoeConfig {
   // added at once (5-stage ring); 4 and 5 = the MMA warps store the item's
   // results as BF16 in shared memory and three warps of the producer
   // warpgroup add weight * y into out (16-byte vector reductions) during the
-  // next item, 6-stage ring, with two (4) or one (5) wgmma groups in flight;
-  // 0 = auto: 5 (docs/mxfp4-prefill.md).
+  // next item, 6-stage ring, with two (4) or one (5) wgmma groups in flight
+  // (T x H < 2^32); 0 = auto: 5, or 3 from T x H = 2^32 (docs/mxfp4-prefill.md).
+  // The SS down (ws_dequant 3) takes 1 or, for any other value, its own deferred adds.
   int ws_down_epilogue = 0;
   // Path 5, gate_up: wgmma groups a warpgroup keeps in flight while it
   // dequantizes the next one's weights: 1 (2 A register buffers) or 2 (3
