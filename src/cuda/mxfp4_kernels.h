@@ -190,7 +190,7 @@ struct MoeConfig {
   // results staged in shared memory and added during the next item's K loop
   // (4-stage copy ring instead of 7); 3 = 3/4 of them deferred, the rest
   // added at once (5-stage ring); 4 and 5 = the MMA warps store the item's
-  // results as BF16 in shared memory and three warps of the producer
+  // results as BF16 in shared memory and warps of the producer
   // warpgroup add weight * y into out (16-byte vector reductions) during the
   // next item, 6-stage ring, with two (4) or one (5) wgmma groups in flight
   // (T x H < 2^32); 0 = auto: 5, or 3 from T x H = 2^32 (docs/mxfp4-prefill.md).
