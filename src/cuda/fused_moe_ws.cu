@@ -59,34 +59,6 @@ namespace {
 
 using namespace ws;
 
-// MoeConfig::ws_down_epilogue when 0: 1 = FP32 atomics after each item,
-// 2 = deferred into the next item's K loop (DeferredAdd, 4-stage ring); 3 =
-// 3/4 of them deferred, 5-stage ring; 4, 5 = on the adder warps (below). H200, 2026-12-01
-// (bench/mxfp4/results-prefill-2026-12-01.md), 8192 Kimi tokens, with the
-// deep gate_up: 3 15.31 / 15.64 ms, 2 15.41 / 15.74, 1 15.71 / 15.95 in two
-// calls (2048 tokens: 6.37, 6.45, 6.40); with the 2-buffer gate_up, 1 (path 5
-// as of 2026-11-30) 15.84 / 16.03 and 2 15.41 / 15.74 (all on the layout before
-// the 2026-12-01 bit placement). With it (a828703, bench/gpu/2026-12-01-session6/
-// final/issue8): auto 14.00 ms vs 14.69 for 1 with the 2-buffer gate_up, 14.37
-// for 2 with it, 14.48 for the deep gate_up with 1.
-// 4 and 5 (session 13, bench/mxfp4/results-prefill-2026-12-02-s13.md): the
-// adders of the producer warpgroup take the epilogue off the MMA warps
-// (run_adders), 6 stages; 5 keeps one wgmma group in flight, 4 two. 8192
-// tokens, three runs: down 3.88-3.94 ms (5) and 4.02-4.04 (4) against
-// 5.19-5.29 (3); the call 11.95-12.01 / 11.98-12.14 / 12.98-13.06 ms.
-constexpr int kAutoDownEpilogue = 5;
-// MoeConfig::ws_gate_up_depth when 0: wgmma groups a gate_up warpgroup keeps
-// in flight while it dequantizes the next (1: 2 A buffers; 2: 3,
-// consume_item_deep). Same calls, 8192 tokens: 2 15.71 / 15.95 ms vs 1 15.84
-// / 16.03 with down's atomics, 15.41 / 15.74 vs 15.41 / 15.74 deferred; 2048
-// tokens 6.40 vs 6.50 (atomics), 6.45 vs 6.54 (deferred). ncu: gate_up 8.61
-// ms vs 8.77.
-constexpr int kAutoGateUpDepth = 2;
-// MoeConfig::ws_dequant when 0: 1 = the MMA warps dequantize their own A
-// fragments (RS wgmma, this file); 2 = gate_up with a dequant warpgroup and
-// SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
-constexpr int kAutoDequant = 1;
-// MoeConfig::ws_gate_up_items when 0: auto_gate_up_items (cuda/host/moe_prefill_items.h).
 // Ring depth; the producer warpgroup refills each stage as soon as all MMA
 // warps gave it back, so copies run up to kStages - 1 tiles ahead.
 constexpr int kStages = 7;
@@ -431,31 +403,12 @@ void check_moe_prefill_ws_shape(const MoeWeights& w) {
 
 namespace {
 
-// Path 5's choices of one call, resolved from MoeConfig (0 = auto).
-struct WsChoices {
-  int dequant, epilogue;
-  bool deep, wide_gate_up;
-};
-
-// The adders add into `out` at 32-bit offsets (run_adders): T x H < 2^32
-// floats; auto falls back to the MMA warps' deferred FP32 atomics above.
-bool adders_take(int64_t out_elems) { return out_elems < (int64_t(1) << 32); }
-
-// The settings path 5 runs with; fused_moe_decode checked the config's ranges
-// (check_decode_config in fused_moe.cu, check_moe_prefill_ws) before anything
-// launched. out_elems = T x H.
+// Path 5's settings of one call (cuda/host/moe_prefill_items.h); fused_moe_decode
+// checked the config's ranges (check_decode_config in fused_moe.cu,
+// check_moe_prefill_ws) before anything launched. out_elems = T x H.
 WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, int64_t out_elems) {
-  WsChoices c;
-  c.dequant = config.ws_dequant ? config.ws_dequant : kAutoDequant;
-  const int gate_up_items = config.ws_gate_up_items ? config.ws_gate_up_items
-                            : c.dequant >= 2         ? 1
-                                                     : auto_gate_up_items(pairs, experts);
-  c.wide_gate_up = gate_up_items == 2;
-  c.epilogue = config.ws_down_epilogue      ? config.ws_down_epilogue
-               : adders_take(out_elems) ? kAutoDownEpilogue
-                                        : 3;
-  c.deep = (config.ws_gate_up_depth ? config.ws_gate_up_depth : kAutoGateUpDepth) == 2;
-  return c;
+  const WsRequest asked{config.ws_dequant, config.ws_gate_up_items, config.ws_down_epilogue, config.ws_gate_up_depth};
+  return resolve_ws_choices(asked, pairs, experts, out_elems);
 }
 
 // The tile map in tiles of up to 256 pairs per expert (wide items) or 128.
@@ -468,8 +421,7 @@ void launch_tile_map(const MoeScratch& s, int E, bool wide, cudaStream_t stream)
 }  // namespace
 
 bool moe_prefill_ws_rounds_y(const MoeConfig& config, int T, int H) {
-  const WsChoices c = resolve_ws_choices(config, 0, 1, int64_t(T) * H);
-  return c.epilogue >= 4 && c.dequant != 3;  // the SS down keeps its own epilogue
+  return resolve_ws_choices(config, 0, 1, int64_t(T) * H).rounds_y();
 }
 
 void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config) {

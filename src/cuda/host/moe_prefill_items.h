@@ -1,7 +1,10 @@
-// Which item shape MoE prefill path 5's gate_up runs when nothing is forced
-// (MoeConfig::ws_gate_up_items 0): a host-only rule, here so that the CPU
-// tests check its bounds.
+// MoE prefill path 5's automatic choices when nothing is forced (the
+// MoeConfig::ws_* fields at 0): gate_up's item shape, who dequantizes, how
+// deep gate_up's wgmma queue is, and down's epilogue. Host-only rules, here so
+// that the CPU tests check them.
 #pragma once
+
+#include <cstdint>
 
 namespace mx::cuda {
 
@@ -20,6 +23,66 @@ constexpr int kWideItemsMinPairsPerExpert = 170, kWideItemsMaxPairsPerExpert = 2
 
 inline int auto_gate_up_items(long long pairs, long long experts) {
   return pairs >= kWideItemsMinPairsPerExpert * experts && pairs <= kWideItemsMaxPairsPerExpert * experts ? 2 : 1;
+}
+
+// MoeConfig::ws_down_epilogue when 0: 1 = FP32 atomics after each item,
+// 2 = deferred into the next item's K loop (DeferredAdd, 4-stage ring); 3 =
+// 3/4 of them deferred, 5-stage ring; 4, 5 = on the adder warps (run_adders,
+// fused_moe_ws.cuh; from T x H = 2^32: 3, adders_take below). H200, 2026-12-01
+// (bench/mxfp4/results-prefill-2026-12-01.md), 8192 Kimi tokens, with the
+// deep gate_up: 3 15.31 / 15.64 ms, 2 15.41 / 15.74, 1 15.71 / 15.95 in two
+// calls (2048 tokens: 6.37, 6.45, 6.40); with the 2-buffer gate_up, 1 (path 5
+// as of 2026-11-30) 15.84 / 16.03 and 2 15.41 / 15.74 (all on the layout before
+// the 2026-12-01 bit placement). With it (a828703, bench/gpu/2026-12-01-session6/
+// final/issue8): auto 14.00 ms vs 14.69 for 1 with the 2-buffer gate_up, 14.37
+// for 2 with it, 14.48 for the deep gate_up with 1.
+// 4 and 5 (session 13, bench/mxfp4/results-prefill-2026-12-02-s13.md): the
+// adders of the producer warpgroup take the epilogue off the MMA warps
+// (run_adders), 6 stages; 5 keeps one wgmma group in flight, 4 two. 8192
+// tokens, three runs: down 3.88-3.94 ms (5) and 4.02-4.04 (4) against
+// 5.19-5.29 (3); the call 11.95-12.01 / 11.98-12.14 / 12.98-13.06 ms.
+constexpr int kAutoDownEpilogue = 5;
+// MoeConfig::ws_gate_up_depth when 0: wgmma groups a gate_up warpgroup keeps
+// in flight while it dequantizes the next (1: 2 A buffers; 2: 3,
+// consume_item_deep). Same calls, 8192 tokens: 2 15.71 / 15.95 ms vs 1 15.84
+// / 16.03 with down's atomics, 15.41 / 15.74 vs 15.41 / 15.74 deferred; 2048
+// tokens 6.40 vs 6.50 (atomics), 6.45 vs 6.54 (deferred). ncu: gate_up 8.61
+// ms vs 8.77.
+constexpr int kAutoGateUpDepth = 2;
+// MoeConfig::ws_dequant when 0: 1 = the MMA warps dequantize their own A
+// fragments (RS wgmma, fused_moe_ws.cu); 2 = gate_up with a dequant warpgroup and
+// SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
+constexpr int kAutoDequant = 1;
+
+// The MoeConfig::ws_* fields of one call (0 = auto), and what path 5 runs.
+struct WsRequest {
+  int dequant, gate_up_items, down_epilogue, gate_up_depth;
+};
+struct WsChoices {
+  int dequant, epilogue;
+  bool deep, wide_gate_up;
+  // Each expert's y rounded to BF16 (the adders' epilogue; the SS down of
+  // ws_dequant 3 keeps its own deferred FP32 adds).
+  bool rounds_y() const { return epilogue >= 4 && dequant != 3; }
+};
+
+// The adders add into `out` at 32-bit offsets (run_adders): T x H < 2^32
+// floats; beyond, auto falls back to the MMA warps' deferred FP32 atomics (3).
+inline bool adders_take(int64_t out_elems) { return out_elems < (int64_t(1) << 32); }
+
+// out_elems = T x H.
+inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, long long experts, int64_t out_elems) {
+  WsChoices c;
+  c.dequant = asked.dequant ? asked.dequant : kAutoDequant;
+  const int gate_up_items = asked.gate_up_items ? asked.gate_up_items
+                            : c.dequant >= 2     ? 1
+                                                 : auto_gate_up_items(pairs, experts);
+  c.wide_gate_up = gate_up_items == 2;
+  c.epilogue = asked.down_epilogue      ? asked.down_epilogue
+               : adders_take(out_elems) ? kAutoDownEpilogue
+                                        : 3;
+  c.deep = (asked.gate_up_depth ? asked.gate_up_depth : kAutoGateUpDepth) == 2;
+  return c;
 }
 
 }  // namespace mx::cuda

@@ -1,6 +1,7 @@
 // The host-side automatic choices of two MXFP4 kernels: the dense ring
-// kernel's plan (cuda/host/dense_ring_plan.h, kernel 11) and MoE prefill's
-// gate_up item shape (cuda/host/moe_prefill_items.h). The kernels exist only
+// kernel's plan (cuda/host/dense_ring_plan.h, kernel 11) and MoE prefill path
+// 5's settings (cuda/host/moe_prefill_items.h: gate_up's item shape, down's
+// epilogue and the adders' limit). The kernels exist only
 // for some combinations (16 consumer warps need 256-row CTAs, the producer
 // warp runs stream-K only), so every plan the rule can return must be one of
 // them; the measured shapes keep the plan they were measured with.
@@ -60,6 +61,41 @@ TEST(MoePrefillItems, WideGateUpItemsOnlyWhereMeasuredFaster) {
   // DeepSeek-V3 (256 experts, top-8) at 8192 tokens: 256 pairs per expert.
   EXPECT_EQ(auto_gate_up_items(8192 * 8, 256), 2);
   EXPECT_EQ(auto_gate_up_items(0, 384), 1);
+}
+
+TEST(MoePrefillChoices, AutoRunsTheAddersWideGateUpAndTwoGroupsDeep) {
+  constexpr long long kimi_pairs = 8192LL * 8, kimi_experts = 384, kimi_out = 8192LL * 7168;
+  const WsChoices c = resolve_ws_choices(WsRequest{}, kimi_pairs, kimi_experts, kimi_out);
+  EXPECT_EQ(c.dequant, 1);
+  EXPECT_EQ(c.epilogue, 5);
+  EXPECT_TRUE(c.deep);
+  EXPECT_TRUE(c.wide_gate_up);
+  EXPECT_TRUE(c.rounds_y());
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{}, 2048LL * 8, kimi_experts, 2048LL * 7168).wide_gate_up);
+}
+
+TEST(MoePrefillChoices, AdderLimitFallsBackToFp32AddsUnlessForced) {
+  constexpr int64_t limit = int64_t(1) << 32;  // the adders' 32-bit offsets into out
+  EXPECT_EQ(resolve_ws_choices(WsRequest{}, 0, 1, limit - 1).epilogue, 5);
+  const WsChoices past = resolve_ws_choices(WsRequest{}, 0, 1, limit);
+  EXPECT_EQ(past.epilogue, 3);
+  EXPECT_FALSE(past.rounds_y()) << "FP32 adds: the output keeps FP32 precision";
+  // Forced, the adders stay (check_moe_prefill_ws refuses the call before any launch).
+  EXPECT_EQ(resolve_ws_choices(WsRequest{0, 0, 4, 0}, 0, 1, limit).epilogue, 4);
+  EXPECT_FALSE(adders_take(limit));
+  EXPECT_TRUE(adders_take(limit - 1));
+}
+
+TEST(MoePrefillChoices, ForcedSettingsWinAndTheSsDownKeepsFp32) {
+  const WsChoices ss = resolve_ws_choices(WsRequest{3, 0, 0, 1}, 8192LL * 8, 384, 1);
+  EXPECT_EQ(ss.dequant, 3);
+  EXPECT_FALSE(ss.wide_gate_up) << "the dequant warpgroup runs 256-row items";
+  EXPECT_FALSE(ss.deep);
+  EXPECT_FALSE(ss.rounds_y()) << "the SS down adds FP32 whatever ws_down_epilogue says";
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{2, 0, 0, 0}, 8192LL * 8, 384, 1).wide_gate_up);
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{2, 0, 0, 0}, 8192LL * 8, 384, 1).rounds_y());
+  for (int epilogue : {1, 2, 3}) EXPECT_FALSE(resolve_ws_choices(WsRequest{0, 0, epilogue, 0}, 0, 1, 1).rounds_y());
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 2, 4, 0}, 0, 1, 1).wide_gate_up);
 }
 
 }  // namespace
