@@ -344,10 +344,27 @@ void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cu
   if (w.w4a4) mxfp4_qdq_activations(s.h, s.h, pairs, w.intermediate, stream);
 }
 
+// The path fused_moe_decode takes (forced or the auto rule) and whether W4A4
+// on FP8 tensor cores replaces it (w4a4_mma 2/3 replace the prefill paths;
+// the decode paths 1-2 keep BF16 MMAs, so one setting serves every step of a
+// server).
+namespace {
+struct MoeRoute {
+  int path;
+  bool prefill, fp8;
+};
+MoeRoute route_of(const MoeWeights& w, int pairs, const MoeConfig& config) {
+  MoeRoute r;
+  r.path = config.path ? config.path : choose_path(pairs, w.experts, w.hidden, w.intermediate);
+  r.prefill = r.path == kPrefillPath || r.path == kWgmmaPath || r.path == kWsPath;
+  r.fp8 = w.w4a4 && r.prefill && choose_w4a4_mma(config.w4a4_mma) >= 2;
+  return r;
+}
+}  // namespace
+
 bool fused_moe_rounds_expert_outputs(const MoeWeights& w, int T, int topk, const MoeConfig& config) {
-  const int path = config.path ? config.path : choose_path(T * topk, w.experts, w.hidden, w.intermediate);
-  const bool fp8 = w.w4a4 && choose_w4a4_mma(config.w4a4_mma) >= 2;  // replaces the prefill paths
-  return path == kWsPath && !fp8 && moe_prefill_ws_rounds_y(config, T, w.hidden);
+  const MoeRoute r = route_of(w, T * topk, config);
+  return r.path == kWsPath && !r.fp8 && moe_prefill_ws_rounds_y(config, T, w.hidden);
 }
 
 size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) {
@@ -405,7 +422,8 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     fail_input("fused_moe_decode: H={} must be a multiple of 128 and I={} of 64", H, I);
   if (T <= 0 || topk <= 0) return;
   const int pairs = T * topk;
-  const int path = config.path ? config.path : choose_path(pairs, E, H, I);
+  const MoeRoute route = route_of(w, pairs, config);
+  const int path = route.path;
   // Auto loads, measured (H200; docs/kernels.md "Decode loads" and "MoE decode,
   // wide CTAs"): the wide-CTA kernels (weight_loads 6) on the direct path up to
   // 16 pairs (Kimi 1-2 tokens: 63.0 vs 63.9 us at 1 token, W4A4 65.0 vs 69.7,
@@ -419,12 +437,9 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const int ks = config.down_k_slices ? config.down_k_slices : (pairs <= 16 ? 4 : 1);
   check_decode_config(w, config, path, T, pairs, wide, ks);
   const MoeScratch s = carve(workspace, E, pairs, topk, H, I);
-  // W4A4 on FP8 tensor cores replaces the prefill paths (it quantizes x itself).
-  const bool prefill_path = path == kPrefillPath || path == kWgmmaPath || path == kWsPath;
-  // FP8 (w4a4_mma 2/3) replaces the prefill paths; the decode paths (1-2)
-  // keep BF16 MMAs, so one setting serves every step of a server.
+  // W4A4 on FP8 tensor cores (route_of) quantizes x itself.
+  const bool prefill_path = route.prefill, fp8 = route.fp8;
   const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
-  const bool fp8 = w.w4a4 && prefill_path && w4a4_mma >= 2;
   // The wide direct kernels quantize x themselves (a quantizer launch that
   // gate_up overlaps through PDL) and h in gate_up's epilogue.
   const bool wide_direct = wide && path == kDirectPath;

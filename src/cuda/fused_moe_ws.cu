@@ -434,8 +434,7 @@ void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config) {
 void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config) {
-  const int E = w.experts, H = w.hidden, I = w.intermediate;
-  check_moe_prefill_ws_shape(w);
+  const int E = w.experts, H = w.hidden, I = w.intermediate;  // checked: check_moe_prefill_ws
   const int R = T * topk;
   const WsChoices c = resolve_ws_choices(config, R, E, int64_t(T) * H);
   // Persistent: one CTA per SM, each walking items blockIdx.x, + gridDim.x, ...

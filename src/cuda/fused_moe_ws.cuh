@@ -396,14 +396,14 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
 }
 
 // MMA warps: the first kFloats accumulators of one m64 fragment into the
-// packed area. acc[4 nb + j] is pair 2 q0 + 8 nb + 2 t + j at row r (this
-// lane's row g of its strip), acc[4 nb + 2 + j] the same at row r + 8.
+// packed area. acc[4 nb + j] is pair 8 nb + 2 t + j at row r (this lane's
+// row g of its strip), acc[4 nb + 2 + j] the same at row r + 8.
 template <class Area, int kFloats, int N>
-__device__ __forceinline__ void pack_fragment(uint32_t packed, int r, int q0, const float (&acc)[N]) {
+__device__ __forceinline__ void pack_fragment(uint32_t packed, int r, const float (&acc)[N]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int nb = 0; nb < kFloats / 4; ++nb) {
-    const uint32_t a = Area::word(packed, q0 + nb * 4 + t, r);
+    const uint32_t a = Area::word(packed, nb * 4 + t, r);
     sts32(a, bf16x2_bits(acc[4 * nb], acc[4 * nb + 1]));
     sts32(a + 8 * 4, bf16x2_bits(acc[4 * nb + 2], acc[4 * nb + 3]));
   }
@@ -415,7 +415,7 @@ __device__ __forceinline__ void pack_results(uint32_t packed, int wg, const floa
   const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int m = 0; m < 2; ++m)
-    pack_fragment<DownArea, NB * 32>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, 0, acc[m]);
+    pack_fragment<DownArea, NB * 32>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, acc[m]);
 }
 
 __device__ __forceinline__ void red_add_v4(float* o, float a, float b, float c, float d) {

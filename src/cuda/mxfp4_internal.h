@@ -59,8 +59,9 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 // memory through bulk tensor copies. W4A4: x arrives quantized, h is
 // quantized per 32 (natural column order) in its chunk layout between the GEMMs.
 // config: MoeConfig::ws_down_epilogue, ws_gate_up_depth, ws_ctas. The shapes
-// it takes: check_moe_prefill_ws_shape (fused_moe_decode calls it before its
-// first launch).
+// it takes: check_moe_prefill_ws_shape (inside check_moe_prefill_ws, which
+// fused_moe_decode calls before its first launch; launch_moe_prefill_ws does
+// not check again).
 void check_moe_prefill_ws_shape(const MoeWeights& w);
 // The shape and the settings path 5 takes at T tokens (fused_moe_decode calls
 // it before its first launch): the adders' epilogue, forced, needs T x H < 2^32.
