@@ -133,6 +133,7 @@ MoeConfig moe_config(const Variant& v) {
   cfg.ws_ctas = v.ws_ctas;
   cfg.ws_dequant = v.ws_dequant;
   cfg.ws_gate_up_items = v.ws_items;
+  cfg.ws_box_rows = v.ws_box;
   return cfg;
 }
 

@@ -130,6 +130,14 @@ void add_ws_dequant_variants(int T, std::vector<Variant>& vs) {
 
 // Path 5's gate_up work items and persistent-CTA count.
 void add_ws_item_variants(int T, std::vector<Variant>& vs) {
+  // Partial pair tiles in 64-row B boxes (auto before session 14), beside
+  // auto's 48-row boxes for tiles of <= 48 pairs.
+  if (T >= 512)
+    for (bool w4a4 : {false, true}) {
+      Variant v{"warp-specialized, B boxes of 64 rows (auto before 2026-12-02 s14)", 5, 0, 0, 0, w4a4};
+      v.ws_box = 1;
+      vs.push_back(v);
+    }
   // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
   // auto, which takes the wide items from 160 pairs per expert.
   if (T >= 2048)

@@ -50,7 +50,7 @@
 #include "cuda/moe_tiles.cuh"
 #include "cuda/mxfp4_internal.h"
 #include "cuda/mxfp4_qdq.cuh"
-#include "cuda/wgmma_rs.cuh"
+#include "cuda/wgmma_rs_narrow.cuh"
 #include "cuda/fused_moe_ws.cuh"
 
 namespace mx::cuda {
@@ -148,8 +148,8 @@ __device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
     for (int r = 0; r < 4; ++r) asm volatile("" ::"r"(a[kk][r]) : "memory");
 }
 
-// K loop of one item for one consumer warp: acc[m] (first 32 NB floats) +=
-// strip (wg * 8 + m * 4 + warp) x B's first 64 NB rows. Per K tile two wgmma
+// K loop of one item for one consumer warp: acc[m] (first kCols / 2 floats)
+// += strip (wg * 8 + m * 4 + warp) x B's box of kCols pair rows (box_rows). Per K tile two wgmma
 // groups (m = 0, 1), each dequantized while the previous group runs
 // (wait_group 1), so the A fragments take 2 x 16 registers. (A whole tile
 // double-buffered, 64 registers, left 255 registers with spills in the loop:
@@ -157,7 +157,7 @@ __device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
 // one step of the previous item's deferred results per K tile while the
 // tile's second group runs (NoPending: nothing). Tiles from j_begin (the
 // tail of consume_item_deep; every earlier tile's stage already given back).
-template <int kS, int NB, bool kBig, class Pending>
+template <int kS, int kCols, bool kBig, class Pending>
 __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uint32_t bars, int wg,
                                              int& st, uint32_t& phase, Pending& pending,
                                              float (&acc)[2][64], int j_begin = 0) {
@@ -185,7 +185,7 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
       dev::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        dev::wgmma_rs_bf16<NB>(acc[m], a[m][kk], b_desc<NB>(sb + kk * NB * kChunkBytes));
+        dev::wgmma_rs_bf16_cols<kCols>(acc[m], a[m][kk], b_desc_rows<kCols>(sb + kk * kCols * 32));
       dev::wgmma_commit();
       if (m == 1) pending.step(p, j);  // its REDs issue while both groups run
       dev::wgmma_wait<1>();
@@ -215,7 +215,7 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
 // after the wait that follows group (j, 1). The last KT % 3 tiles run in
 // consume_item after a wait_group 0: an early exit from the 3-tile turn made
 // ptxas serialize every wgmma (C7513).
-template <int kS, int NB, bool kBig, class Pending>
+template <int kS, int kCols, bool kBig, class Pending>
 __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base, uint32_t bars, int wg,
                                                   int& st, uint32_t& phase, Pending& pending,
                                                   float (&acc)[2][64]) {
@@ -247,7 +247,7 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
         dev::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          dev::wgmma_rs_bf16<NB>(acc[m], ab[kk], b_desc<NB>(sb + kk * NB * kChunkBytes));
+          dev::wgmma_rs_bf16_cols<kCols>(acc[m], ab[kk], b_desc_rows<kCols>(sb + kk * kCols * 32));
         dev::wgmma_commit();
         if (m == 1) pending.step(p, j);
         dev::wgmma_wait<2>();
@@ -267,7 +267,7 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
 #pragma unroll
   for (int b = 0; b < 3; ++b) use_registers(a[b]);
   if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
-  consume_item<kS, NB, kBig>(p, base, bars, wg, st, phase, pending, acc, KT3);
+  consume_item<kS, kCols, kBig>(p, base, bars, wg, st, phase, pending, acc, KT3);
 }
 
 // kDeep: the K loop of consume_item_deep (3 A buffers, wait_group 2).
@@ -295,6 +295,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
     }
     dev::fence_mbar_init();
   }
+  if constexpr (kDeep) {
+    if (p.fine_boxes) __trap();  // 48-row boxes are not compiled here (the host's WsChoices)
+  }
   if constexpr (kGateUp) zero_out_for_down<kRsThreads>(p);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
@@ -320,22 +323,17 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[m][i] = 0.f;
-    if constexpr (kDeep) {
-      if (it.count > 64)
-        consume_item_deep<kS, 2, kBig>(p, base, bars, c, st, phase, pending, acc);
-      else consume_item_deep<kS, 1, kBig>(p, base, bars, c, st, phase, pending, acc);
-    } else if (it.count > 64) {
-      consume_item<kS, 2, kBig>(p, base, bars, c, st, phase, pending, acc);
-    } else {
-      consume_item<kS, 1, kBig>(p, base, bars, c, st, phase, pending, acc);
-    }
+    const int rows = box_rows(it.count, p.fine_boxes);
+    with_box_rows<!kDeep>(rows, [&](auto cols) {
+      if constexpr (kDeep) consume_item_deep<kS, cols.value, kBig>(p, base, bars, c, st, phase, pending, acc);
+      else consume_item<kS, cols.value, kBig>(p, base, bars, c, st, phase, pending, acc);
+    });
     if constexpr (kGateUp) {
       store_h(p, it, c, staging + c * kStagingBytes, acc);
     } else if constexpr (kUseAdders) {
       dev::mbar_wait_parity(adder_bars + 8, drained_phase ^ 1);  // the adders read the last item
       drained_phase ^= 1;
-      if (it.count > 64) pack_results<2>(staging, c, acc);
-      else pack_results<1>(staging, c, acc);
+      with_box_rows<!kDeep>(rows, [&](auto cols) { pack_results<cols.value>(staging, c, acc); });
       dev::mbar_arrive(adder_bars);
     } else if constexpr (kDefer != 0) {
       pending.finish(p, p.K / kTileK);  // steps the K loop had no tile for
@@ -357,6 +355,7 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
   p.act128 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * kTilePairs, 8);
   p.act64 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
+  p.act48 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * 48, 8);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
@@ -407,7 +406,8 @@ namespace {
 // checked the config's ranges (check_decode_config in fused_moe.cu,
 // check_moe_prefill_ws) before anything launched. out_elems = T x H.
 WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, int64_t out_elems) {
-  const WsRequest asked{config.ws_dequant, config.ws_gate_up_items, config.ws_down_epilogue, config.ws_gate_up_depth};
+  const WsRequest asked{config.ws_dequant, config.ws_gate_up_items, config.ws_down_epilogue, config.ws_gate_up_depth,
+                        config.ws_box_rows};
   return resolve_ws_choices(asked, pairs, experts, out_elems);
 }
 
@@ -457,6 +457,8 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   dn.N = H;
   dn.K = I;
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
+  gu.fine_boxes = c.fine_gate_up;
+  dn.fine_boxes = c.fine_down;
   if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/tma_copy.cuh"
@@ -68,12 +69,16 @@ __device__ __forceinline__ void sts16(uint32_t a, uint16_t v) {
 }
 
 // K-major, no swizzle: core matrices 8 rows x 16 bytes; leading (K) byte
-// offset = the chunk stride (a box of 64 rows packs chunks at 1 KB, of 128
-// rows at 2 KB), stride (N) byte offset 128 (8 rows).
-template <int NB>
+// offset = the chunk stride of a box of kRows pair rows (kRows x 16 bytes:
+// a box packs its 8 chunks one after another), stride (N) byte offset 128 (8
+// rows).
+template <int kRows>
+__device__ __forceinline__ uint64_t b_desc_rows(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(kRows * 16 >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+}
+template <int NB>  // a box of 64 NB rows
 __device__ __forceinline__ uint64_t b_desc(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(NB * kChunkBytes / 2 >> 4) << 16) |
-         (uint64_t(128 >> 4) << 32);
+  return b_desc_rows<64 * NB>(addr);
 }
 
 // Tensor maps (cuTensorMapEncodeTiled, 8-byte elements so that one box row
@@ -83,7 +88,12 @@ struct Params {
   CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box 16 x 32 B
   CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
+  CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
   int N, K, R, topk;
+  // B boxes (and the wgmma width) of an item of <= 48 pairs: false = 64 rows,
+  // true = 48 (box_rows; MoeConfig::ws_box_rows). The kernels with two wgmma
+  // groups in flight take 64 only (their K loops at 48 too: C7512).
+  bool fine_boxes;
   MoeScratch s;
   uint4* h;              // gate_up: output in the chunk layout, [I / 64][8][R]
   float* out;            // gate_up zeroes it, down accumulates into it ([T, H])
@@ -95,6 +105,28 @@ struct Params {
 struct Item {
   int expert, start, count, rb;
 };
+
+// Pair rows of B's box (= the wgmma width) for `count` pairs of an item
+// (<= 128): 128 from 65 pairs on, else 64, or 48 with fine boxes up to 48
+// pairs. Why: at 8192 Kimi tokens an expert's ~171 pairs (+-13) leave a
+// partial tile of ~43; rounded to 64, ~12% of the MMAs and B copies were
+// padding. (32-row boxes too made ptxas serialize the wgmmas, C7512, of
+// down's and the wide gate_up's kernels: one K loop per width is inlined.)
+__device__ __forceinline__ int box_rows(int count, bool fine) {
+  if (count > 64) return 128;
+  return fine && count <= 48 ? 48 : 64;
+}
+__device__ __forceinline__ const CUtensorMap& act_box(const Params& p, int rows) {
+  return rows == 128 ? p.act128 : rows == 64 ? p.act64 : p.act48;
+}
+// f(std::integral_constant<int, rows>) for rows = box_rows(count, kFine):
+// one instantiation of an item's K loop per box width.
+template <bool kFine, class F>
+__device__ __forceinline__ void with_box_rows(int rows, F&& f) {
+  if (rows == 128) f(std::integral_constant<int, 128>{});
+  else if (!kFine || rows == 64) f(std::integral_constant<int, 64>{});
+  else f(std::integral_constant<int, 48>{});
+}
 
 // Item `item` of a tile map in tiles of up to kPairs pairs (kTilePairs here,
 // twice that for the wide gate_up items of fused_moe_ws_wide.cu).
@@ -139,13 +171,13 @@ struct RingPosition {
 template <int kS>
 struct Producer {
   RingPosition<Producer, kS> at;
-  int strip0, start, small;
+  int strip0, start, rows;
 
   __device__ __forceinline__ void start_item(const Params& p, int item, int row_blocks) {
     const Item it = item_at(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kItemStrips;
     start = it.start;
-    small = it.count <= 64;
+    rows = box_rows(it.count, p.fine_boxes);
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
@@ -160,11 +192,11 @@ struct Producer {
     const int st = at.st, j = at.j;
     const uint32_t full = bars + 8 * st;
     dev::mbar_wait_parity(bars + 8 * (kS + st), at.phase ^ 1);
-    dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + (small ? kActStage / 2 : kActStage));
+    dev::mbar_arrive_expect_tx(full, kCodeStage + kScaleStage + rows * 8 * 16);
     const uint32_t sb = base + st * kStageBytes;
     dev::tma_2d(sb + kActStage, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + kActStage + kCodeStage, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    dev::tma_2d(sb, small ? p.act64 : p.act128, start * 2, j * 8, full);
+    dev::tma_2d(sb, act_box(p, rows), start * 2, j * 8, full);
     at.advance(*this, p, items, row_blocks);
   }
 };
@@ -409,13 +441,13 @@ __device__ __forceinline__ void pack_fragment(uint32_t packed, int r, const floa
   }
 }
 
-// The 256-row items' results (the first NB x 64 pairs): strip (wg, m, w).
-template <int NB>
+// The 256-row items' results (the first kCols pairs): strip (wg, m, w).
+template <int kCols>
 __device__ __forceinline__ void pack_results(uint32_t packed, int wg, const float (&acc)[2][64]) {
   const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int m = 0; m < 2; ++m)
-    pack_fragment<DownArea, NB * 32>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, acc[m]);
+    pack_fragment<DownArea, kCols / 2>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, acc[m]);
 }
 
 __device__ __forceinline__ void red_add_v4(float* o, float a, float b, float c, float d) {

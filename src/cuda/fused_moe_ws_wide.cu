@@ -34,7 +34,7 @@
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_internal.h"
-#include "cuda/wgmma_rs.cuh"
+#include "cuda/wgmma_rs_narrow.cuh"
 #include "cuda/fused_moe_ws.cuh"
 
 namespace mx::cuda::ws {
@@ -53,29 +53,20 @@ constexpr int kWideSmem = kWideStages * kWideStageBytes + 8 * kHChunk + 2 * kWid
 static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
 static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
 
-// B boxes of an item: the first 128 pair rows (a 64-row box if count <= 64)
-// and the rest rounded up to 64 rows: none, 64 or 128. (Rounding to 32
-// instead, n = 32 and 96 in the second box, 4% fewer MMAs at 8192 Kimi
-// tokens, made ptxas serialize the wgmmas (C7512) or spill: 6 item shapes
-// inlined in one kernel at 254 registers; not run.)
-__device__ __forceinline__ int rows_first(int count) { return count > 64 ? 128 : 64; }
-__device__ __forceinline__ int rows_second(int count) {
-  return count > kTilePairs ? (count - kTilePairs + 63) / 64 * 64 : 0;
-}
-__device__ __forceinline__ const CUtensorMap& act_map(const Params& p, int rows) {
-  return rows == 128 ? p.act128 : p.act64;
-}
-
-// K-major no-swizzle descriptor of a box of kRows pair rows (chunk stride kRows x 16 bytes).
-template <int kRows>
-__device__ __forceinline__ uint64_t b_desc_rows(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(kRows * 16 >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+// B boxes of an item: the first 128 pair rows (also for items of <= 64 pairs,
+// rare at the token counts that take these items: a fifth item shape made
+// ptxas serialize the wgmmas, C7512) and the rest in a box of
+// box_rows(rest, fine_boxes) rows: none, 48, 64 or 128. (Session 8 rounded
+// the second box to 32 with n = 32 and 96: C7512 or spills, not run.)
+__device__ __forceinline__ int rows_first(int) { return 128; }
+__device__ __forceinline__ int rows_second(const Params& p, int count) {
+  return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes) : 0;
 }
 
 // acc[0 .. kRows / 2) += A x B, m64 n(kRows) k16.
 template <int kRows, int N>
 __device__ __forceinline__ void wgmma_rows(float (&acc)[N], const uint32_t (&a)[4], uint64_t desc) {
-  dev::wgmma_rs_bf16<kRows / 64>(acc, a, desc);
+  dev::wgmma_rs_bf16_cols<kRows>(acc, a, desc);
 }
 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
@@ -90,7 +81,7 @@ struct WideProducer {
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
     start = it.start;
     rows0 = rows_first(it.count);
-    rows1 = rows_second(it.count);
+    rows1 = rows_second(p, it.count);
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
@@ -107,8 +98,8 @@ struct WideProducer {
     const uint32_t sb = base + st * kWideStageBytes;
     dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    dev::tma_2d(sb, act_map(p, rows0), start * 2, j * 8, full);
-    if (rows1) dev::tma_2d(sb + kHalfB, act_map(p, rows1), (start + kTilePairs) * 2, j * 8, full);
+    dev::tma_2d(sb, act_box(p, rows0), start * 2, j * 8, full);
+    if (rows1) dev::tma_2d(sb + kHalfB, act_box(p, rows1), (start + kTilePairs) * 2, j * 8, full);
     at.advance(*this, p, items, row_blocks);
   }
 };
@@ -231,12 +222,12 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
-    const int rows1 = rows_second(it.count);
+    const int rows1 = rows_second(p, it.count);
 #define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kS>(p, it, base, bars, staging, st, phase)
     if (rows1 == 128) MX_WIDE_ITEM(128, 128);
     else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
-    else if (it.count > 64) MX_WIDE_ITEM(128, 0);
-    else MX_WIDE_ITEM(64, 0);
+    else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
+    else MX_WIDE_ITEM(128, 0);
 #undef MX_WIDE_ITEM
   }
 }

@@ -54,13 +54,21 @@ constexpr int kAutoGateUpDepth = 2;
 // SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
 constexpr int kAutoDequant = 1;
 
+// MoeConfig::ws_box_rows when 0: 2 = B boxes (and wgmma widths) of 48 pair
+// rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14).
+constexpr int kAutoBoxRows = 2;
+
 // The MoeConfig::ws_* fields of one call (0 = auto), and what path 5 runs.
 struct WsRequest {
-  int dequant, gate_up_items, down_epilogue, gate_up_depth;
+  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0;
 };
 struct WsChoices {
   int dequant, epilogue;
   bool deep, wide_gate_up;
+  // 48-row B boxes (Params::fine_boxes) in gate_up / down: only in the RS
+  // kernels with one wgmma group in flight and the wide gate_up (the SS
+  // kernels and those with two groups in flight keep 64).
+  bool fine_gate_up, fine_down;
   // Each expert's y rounded to BF16 (the adders' epilogue; the SS down of
   // ws_dequant 3 keeps its own deferred FP32 adds).
   bool rounds_y() const { return epilogue >= 4 && dequant != 3; }
@@ -82,6 +90,9 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
                : adders_take(out_elems) ? kAutoDownEpilogue
                                         : 3;
   c.deep = (asked.gate_up_depth ? asked.gate_up_depth : kAutoGateUpDepth) == 2;
+  const bool fine = (asked.box_rows ? asked.box_rows : kAutoBoxRows) == 2;
+  c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
+  c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;
   return c;
 }
 

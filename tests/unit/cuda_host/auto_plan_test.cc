@@ -98,5 +98,27 @@ TEST(MoePrefillChoices, ForcedSettingsWinAndTheSsDownKeepsFp32) {
   EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 2, 4, 0}, 0, 1, 1).wide_gate_up);
 }
 
+// 48-row B boxes go only to kernels that compile them: the wide gate_up, the
+// RS kernels with one wgmma group in flight (the deep ones trap on them).
+TEST(MoePrefillChoices, FineBoxesOnlyWhereTheKernelCompilesThem) {
+  constexpr long long kimi = 384, wide_pairs = 8192LL * 8, narrow_pairs = 2048LL * 8;
+  const WsChoices wide = resolve_ws_choices(WsRequest{}, wide_pairs, kimi, 1);
+  EXPECT_TRUE(wide.fine_gate_up) << "auto: wide gate_up items";
+  EXPECT_TRUE(wide.fine_down) << "auto: the adders with one wgmma group in flight";
+  const WsChoices deep = resolve_ws_choices(WsRequest{}, narrow_pairs, kimi, 1);
+  EXPECT_FALSE(deep.wide_gate_up);
+  EXPECT_FALSE(deep.fine_gate_up) << "the 256-row gate_up keeps two groups in flight";
+  EXPECT_TRUE(deep.fine_down);
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 1, 0, 1}, narrow_pairs, kimi, 1).fine_gate_up);
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{0, 0, 4, 0}, wide_pairs, kimi, 1).fine_down) << "deep adders";
+  const WsChoices ss = resolve_ws_choices(WsRequest{3, 0, 0, 1}, wide_pairs, kimi, 1);
+  EXPECT_FALSE(ss.fine_gate_up);
+  EXPECT_FALSE(ss.fine_down);
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{2, 0, 0, 0}, wide_pairs, kimi, 1).fine_down) << "RS down";
+  const WsChoices coarse = resolve_ws_choices(WsRequest{0, 0, 0, 0, 1}, wide_pairs, kimi, 1);
+  EXPECT_FALSE(coarse.fine_gate_up);
+  EXPECT_FALSE(coarse.fine_down);
+}
+
 }  // namespace
 }  // namespace mx::cuda
