@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Session 14's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s14_call.sh 1 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s14_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: partial pair tiles of <= 48 pairs in 48-row B boxes with wgmma n = 48 (auto; MoeConfig::ws_box_rows
 # 2) beside 64-row boxes (ws_box_rows 1, auto before), W4A16 and W4A4, every row checked against the
 # reference, at 512 and 2048 tokens once and at 8192 tokens three times; the 3-CTA rows at 512 tokens run
 # the 48-row boxes across many items per CTA.
+# Call 2: the phases around the GEMMs, build B (mxfp4_bench) against build A (mxfp4_bench_a, call 1's
+# binary): the router's id loads batched 8 per thread, the gather in CTAs of 256 rows x one K tile (4 KB
+# store runs), gate_up's zeroing of out moved onto the producer warpgroup's idle warps. B at 512 and
+# 2048 tokens (3-CTA rows included), then A and B alternating three times at 8192 tokens. Kept: the
+# gather (424-427 vs 436-437 us W4A16, 361-370 vs 391-393 W4A4); the router (99-101 vs 100-101 us) and
+# the zeroing (gate_up 7071-7201 vs 7013-7073 us) gained nothing and were reverted (not in the tree).
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
-rows() {  # rows NAME ARGS...: mxfp4_bench --moe-prefill ARGS, MoE rows (no graph rows), short columns
+rows() {  # rows NAME ARGS...: ${bench:-mxfp4_bench} --moe-prefill ARGS, MoE rows (no graph rows), short columns
   local name=$1
   shift
-  timeout 150 mxfp4_bench --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
+  timeout 150 "${bench:-mxfp4_bench}" --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
     echo "$name: exit $?"
   grep -E '^\| fused_moe' "$out/$name.log" | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
     sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
@@ -22,5 +28,13 @@ case $call in
     rows t2048 --moe-tokens 2048 --moe-only "auto|B boxes"
     for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|B boxes"; done
     ;;
-  *) echo "usage: $0 1 OUT_DIR" >&2; exit 2 ;;
+  2)
+    rows t512 --moe-tokens 512 --moe-only "auto|3 CTAs"
+    rows t2048 --moe-tokens 2048 --moe-only "auto"
+    for r in 1 2 3; do
+      bench=mxfp4_bench_a rows "t8192-a$r" --moe-tokens 8192 --moe-only "auto"
+      rows "t8192-b$r" --moe-tokens 8192 --moe-only "auto"
+    done
+    ;;
+  *) echo "usage: $0 1|2 OUT_DIR" >&2; exit 2 ;;
 esac

@@ -9,11 +9,12 @@
 // the expert: each warp dequantizes one strip per K tile (16 registers) and
 // issues one wgmma group of m64 x n(R0 + R1 pairs) x k64 from those
 // registers, so the weights are loaded and dequantized once per call and the
-// tensor pipe gets 1.5-2x the MMAs per dequantized fragment. The padding is
-// the same as before (pairs rounded up to 64: ~12% at 8192 tokens). Cost: B
+// tensor pipe gets 1.5-2x the MMAs per dequantized fragment. Padding: the
+// pairs past 128 rounded up to 48, 64 or 128 (box_rows; 8% at 8192 tokens,
+// 14% in 64-row steps before session 14). Cost: B
 // (the gathered x) is read by 32 row blocks per expert instead of 16 (from L2).
-//   * Stage = B in two boxes of up to 128 pair rows (the second may be 64 or
-//     absent; its own wgmma descriptors) + 8 strips' code and scale tiles.
+//   * Stage = B in two boxes of up to 128 pair rows (the second may be 48, 64
+//     or absent; its own wgmma descriptors) + 8 strips' code and scale tiles.
 //     5 stages, filled by the producer warpgroup (fused_moe_ws.cuh).
 //   * 2 warpgroups x 64 rows: warp w of warpgroup wg owns strip 4 wg + w.
 //   * Epilogue: h = SiLU(gate) * up of the item's 64 h columns (= one K tile
