@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 14's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s14_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s14_call.sh 1|2|3 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: partial pair tiles of <= 48 pairs in 48-row B boxes with wgmma n = 48 (auto; MoeConfig::ws_box_rows
 # 2) beside 64-row boxes (ws_box_rows 1, auto before), W4A16 and W4A4, every row checked against the
 # reference, at 512 and 2048 tokens once and at 8192 tokens three times; the 3-CTA rows at 512 tokens run
@@ -11,6 +11,13 @@
 # 2048 tokens (3-CTA rows included), then A and B alternating three times at 8192 tokens. Kept: the
 # gather (424-427 vs 436-437 us W4A16, 361-370 vs 391-393 W4A4); the router (99-101 vs 100-101 us) and
 # the zeroing (gate_up 7071-7201 vs 7013-7073 us) gained nothing and were reverted (not in the tree).
+# Call 3: after the review (host checks in place of the deep kernels' trap, the wide kernel's first box a
+# constant, the gather's dead K-tile check gone) and W4A4's h quantizer (qdq_chunks_kernel) in the gather's
+# CTA shape: build B (mxfp4_bench) at 512 and 2048 tokens and ops_parity, then A (mxfp4_bench_a, the final
+# run's 42f647a) and B alternating twice at 8192 tokens. B correct (ops_parity 217 op + 84 model cases,
+# every bench row within its bound, 3-CTA rows 1.2e-8..1.4e-8 of one CTA per SM); times equal within the
+# spread (W4A16 11.09 / 11.26 vs 11.23 / 11.12 ms, W4A4 10.85 / 10.88 vs 10.83 / 10.78), so the
+# quantizer's CTA shape was reverted (not in the tree); the rest is the tree's code.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
@@ -36,5 +43,14 @@ case $call in
       rows "t8192-b$r" --moe-tokens 8192 --moe-only "auto"
     done
     ;;
-  *) echo "usage: $0 1|2 OUT_DIR" >&2; exit 2 ;;
+  3)
+    rows t512 --moe-tokens 512 --moe-only "auto|3 CTAs"
+    rows t2048 --moe-tokens 2048 --moe-only "auto"
+    timeout 200 ops_parity > "$out/ops_parity.txt" 2>&1; echo "ops_parity rc $?"; tail -2 "$out/ops_parity.txt"
+    for r in 1 2; do
+      bench=mxfp4_bench_a rows "t8192-a$r" --moe-tokens 8192 --moe-only "auto"
+      rows "t8192-b$r" --moe-tokens 8192 --moe-only "auto"
+    done
+    ;;
+  *) echo "usage: $0 1|2|3 OUT_DIR" >&2; exit 2 ;;
 esac

@@ -18,8 +18,8 @@
 //     items, so one item's epilogue overlaps the next one's loads.
 //   * MMAs: 2 warpgroups, each 128 rows = 2 x m64. Each warp dequantizes
 //     its 2 strips' A fragments in registers (the mma.m16n8k16 A layout is
-//     wgmma's RS A layout per warp) and issues wgmma m64n{64,128}k16 from
-//     registers x shared-memory B. A stage is given back (`empty` barrier,
+//     wgmma's RS A layout per warp) and issues wgmma m64n{48,64,128}k16 from
+//     registers x shared-memory B (48: partial tiles of <= 48 pairs, box_rows). A stage is given back (`empty` barrier,
 //     one arrival per warp) when the MMAs that read it have retired. No
 //     CTA-wide barrier in the K loop.
 //   * Epilogues: gate_up writes h = SiLU(gate) * up through a per-warpgroup
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kGatherRows) gather_pairs_kernel(const uint16_
                                                                   int E, int H, int topk, int R) {
   const int i = blockIdx.x * kGatherRows + threadIdx.x;
   const int j = blockIdx.y;
-  if (i >= s.offsets[E] || j >= H / kTileK) return;
+  if (i >= s.offsets[E]) return;  // j < H / 64: the grid
   const int token = s.sorted_pairs[i] / topk;
   uint32_t out[32];
   dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK), out);
@@ -298,9 +298,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
     }
     dev::fence_mbar_init();
   }
-  if constexpr (kDeep) {
-    if (p.fine_boxes) __trap();  // 48-row boxes are not compiled here (the host's WsChoices)
-  }
   if constexpr (kGateUp) zero_out_for_down<kRsThreads>(p);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
@@ -363,6 +360,9 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
 void launch_ws(const Params& p, int ctas, cudaStream_t stream) {
+  // The kernels with two wgmma groups in flight compile 64- and 128-row B
+  // boxes only (WsChoices keeps fine_boxes from them; CPU tests check it).
+  MX_CHECK(!kDeep || !p.fine_boxes, "fused_moe_decode: 48-row B boxes asked of a kernel without them");
   constexpr int kSmem = smem_bytes(kGateUp, kDefer);
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {

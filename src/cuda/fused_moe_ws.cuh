@@ -90,9 +90,11 @@ struct Params {
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
   CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
   int N, K, R, topk;
-  // B boxes (and the wgmma width) of an item of <= 48 pairs: false = 64 rows,
-  // true = 48 (box_rows; MoeConfig::ws_box_rows). The kernels with two wgmma
-  // groups in flight take 64 only (their K loops at 48 too: C7512).
+  // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
+  // wide gate_up: of the pairs past the first 128): false = 64 rows, true = 48
+  // (box_rows; MoeConfig::ws_box_rows). Never true for the kernels with two
+  // wgmma groups in flight or the SS kernels: a 48-row K loop made ptxas
+  // serialize the deep kernels' wgmmas (C7512), and the SS MMA loop has none.
   bool fine_boxes;
   MoeScratch s;
   uint4* h;              // gate_up: output in the chunk layout, [I / 64][8][R]

@@ -55,19 +55,13 @@ static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
 static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
 
 // B boxes of an item: the first 128 pair rows (also for items of <= 64 pairs,
-// rare at the token counts that take these items: a fifth item shape made
-// ptxas serialize the wgmmas, C7512) and the rest in a box of
+// rare at the token counts auto gives these items, where they now run twice
+// the MMAs they need: a fifth item shape made ptxas serialize the wgmmas,
+// C7512) and the rest in a box of
 // box_rows(rest, fine_boxes) rows: none, 48, 64 or 128. (Session 8 rounded
 // the second box to 32 with n = 32 and 96: C7512 or spills, not run.)
-__device__ __forceinline__ int rows_first(int) { return 128; }
 __device__ __forceinline__ int rows_second(const Params& p, int count) {
   return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes) : 0;
-}
-
-// acc[0 .. kRows / 2) += A x B, m64 n(kRows) k16.
-template <int kRows, int N>
-__device__ __forceinline__ void wgmma_rows(float (&acc)[N], const uint32_t (&a)[4], uint64_t desc) {
-  dev::wgmma_rs_bf16_cols<kRows>(acc, a, desc);
 }
 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
@@ -75,13 +69,12 @@ __device__ __forceinline__ void wgmma_rows(float (&acc)[N], const uint32_t (&a)[
 template <int kS>
 struct WideProducer {
   RingPosition<WideProducer, kS> at;
-  int strip0, start, rows0, rows1;
+  int strip0, start, rows1;
 
   __device__ __forceinline__ void start_item(const Params& p, int item, int row_blocks) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
     start = it.start;
-    rows0 = rows_first(it.count);
     rows1 = rows_second(p, it.count);
   }
 
@@ -95,11 +88,11 @@ struct WideProducer {
     const int st = at.st, j = at.j;
     const uint32_t full = bars + 8 * st;
     dev::mbar_wait_parity(bars + 8 * (kS + st), at.phase ^ 1);
-    dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + (rows0 + rows1) * 8 * 16);
+    dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + (kTilePairs + rows1) * 8 * 16);
     const uint32_t sb = base + st * kWideStageBytes;
     dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    dev::tma_2d(sb, act_box(p, rows0), start * 2, j * 8, full);
+    dev::tma_2d(sb, p.act128, start * 2, j * 8, full);
     if (rows1) dev::tma_2d(sb + kHalfB, act_box(p, rows1), (start + kTilePairs) * 2, j * 8, full);
     at.advance(*this, p, items, row_blocks);
   }
@@ -131,11 +124,11 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
       dev::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        wgmma_rows<R0>(acc0, a[u][kk], b_desc_rows<R0>(sb + kk * R0 * 32));
+        dev::wgmma_rs_bf16_cols<R0>(acc0, a[u][kk], b_desc_rows<R0>(sb + kk * R0 * 32));
       if constexpr (R1 > 0) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_rows<R1>(acc1, a[u][kk], b_desc_rows<R1>(sb + kHalfB + kk * R1 * 32));
+          dev::wgmma_rs_bf16_cols<R1>(acc1, a[u][kk], b_desc_rows<R1>(sb + kHalfB + kk * R1 * 32));
       }
       dev::wgmma_commit();
       dev::wgmma_wait<1>();

@@ -213,10 +213,11 @@ struct MoeConfig {
   // per expert and row block at ~171 pairs per expert, weights dequantized
   // once per call; ws_dequant 1 only); 0 = auto (docs/mxfp4-prefill.md).
   int ws_gate_up_items = 0;
-  // Path 5 (RS kernels), B's box and wgmma width for an item's partial tile of
-  // <= 64 pairs: 1 = 64 pair rows (as before session 14); 2 = 32 / 48 / 64,
-  // the count rounded up to 16 above 32 (fewer padded MMAs and B copies);
-  // 0 = auto (docs/mxfp4-prefill.md).
+  // Path 5, B's box and wgmma width for an item's partial tile of <= 48 pairs
+  // (in the wide gate_up: the pairs past the first 128): 1 = 64 pair rows (as
+  // before session 14); 2 = 48 (fewer padded MMAs and B copies) in the kernels
+  // that compile it (the RS kernels with one wgmma group in flight, the wide
+  // gate_up; the others keep 64); 0 = auto: 2 (docs/mxfp4-prefill.md).
   int ws_box_rows = 0;
   // Bench only, path 5: when set, kMoePhaseEvents events recorded on the
   // stream between the call's launches (before the router; after the router,

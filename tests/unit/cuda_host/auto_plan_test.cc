@@ -118,6 +118,32 @@ TEST(MoePrefillChoices, FineBoxesOnlyWhereTheKernelCompilesThem) {
   const WsChoices coarse = resolve_ws_choices(WsRequest{0, 0, 0, 0, 1}, wide_pairs, kimi, 1);
   EXPECT_FALSE(coarse.fine_gate_up);
   EXPECT_FALSE(coarse.fine_down);
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{2, 0, 0, 1}, wide_pairs, kimi, 1).fine_gate_up) << "SS gate_up";
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{0, 1, 0, 0}, wide_pairs, kimi, 1).fine_gate_up)
+      << "256-row items forced, deep by default";
+}
+
+// Every setting the config checks accept: the kernel launch_moe_prefill_ws
+// picks gets fine boxes exactly when it compiles them and ws_box_rows is not 1.
+TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
+  constexpr int64_t past_adders = int64_t(1) << 32;
+  for (int dequant = 0; dequant <= 3; ++dequant)
+    for (int items = 0; items <= 2; ++items)
+      for (int epilogue = 0; epilogue <= 5; ++epilogue)
+        for (int depth = 0; depth <= 2; ++depth)
+          for (int box = 0; box <= 2; ++box)
+            for (long long pairs : {16LL * 384, 171LL * 384})
+              for (int64_t out : {int64_t(1), past_adders}) {
+                if (items == 2 && dequant >= 2) continue;  // refused by the config checks
+                const WsChoices c = resolve_ws_choices(WsRequest{dequant, items, epilogue, depth, box}, pairs, 384, out);
+                const bool asked = box != 1;
+                const bool gate_up_has = c.wide_gate_up || (c.dequant == 1 && !c.deep);
+                const bool down_has = c.dequant != 3 && c.epilogue != 4;
+                EXPECT_EQ(c.fine_gate_up, asked && gate_up_has)
+                    << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
+                EXPECT_EQ(c.fine_down, asked && down_has)
+                    << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
+              }
 }
 
 }  // namespace
