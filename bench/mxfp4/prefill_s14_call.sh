@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 14's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s14_call.sh 1|2|3 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s14_call.sh 1|2|3|4 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: partial pair tiles of <= 48 pairs in 48-row B boxes with wgmma n = 48 (auto; MoeConfig::ws_box_rows
 # 2) beside 64-row boxes (ws_box_rows 1, auto before), W4A16 and W4A4, every row checked against the
 # reference, at 512 and 2048 tokens once and at 8192 tokens three times; the 3-CTA rows at 512 tokens run
@@ -18,6 +18,8 @@
 # every bench row within its bound, 3-CTA rows 1.2e-8..1.4e-8 of one CTA per SM); times equal within the
 # spread (W4A16 11.09 / 11.26 vs 11.23 / 11.12 ms, W4A4 10.85 / 10.88 vs 10.83 / 10.78), so the
 # quantizer's CTA shape was reverted (not in the tree); the rest is the tree's code.
+# Call 4: ncu's throughput sections (speed of light, compute, memory) of one launch each of the wide gate_up
+# and of down at 8192 tokens with the 48-row boxes (where the time goes now), key rows printed.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
@@ -52,5 +54,19 @@ case $call in
       rows "t8192-b$r" --moe-tokens 8192 --moe-only "auto"
     done
     ;;
-  *) echo "usage: $0 1|2|3 OUT_DIR" >&2; exit 2 ;;
+  4)
+    for k in "gu moe_ws_wide" "dn moe_ws_kernel"; do
+      set -- $k
+      timeout 200 ncu --clock-control none -k "regex:$2" --launch-count 1 --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+        -o "$out/$1" -f mxfp4_bench --moe-prefill --moe-tokens 8192 --moe-only "auto" > "$out/$1-run.txt" 2>&1 ||
+        echo "ncu $1: exit $?"
+      ncu --import "$out/$1.ncu-rep" --page details > "$out/$1-details.txt" 2>&1
+      echo "== $1"
+      grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|L1/TEX Cache Throughput|Executed Ipc Active|Issue Slots Busy|highest-utilized" \
+        "$out/$1-details.txt" | cut -c1-150 | head -14
+      rm -f "$out/$1.ncu-rep"  # the device tool brings back a few files only
+    done
+    ;;
+  *) echo "usage: $0 1|2|3|4 OUT_DIR" >&2; exit 2 ;;
 esac
