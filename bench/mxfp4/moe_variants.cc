@@ -130,6 +130,15 @@ void add_ws_dequant_variants(int T, std::vector<Variant>& vs) {
 
 // Path 5's gate_up work items and persistent-CTA count.
 void add_ws_item_variants(int T, std::vector<Variant>& vs) {
+  // gate_up on 256-row items with one wgmma group in flight, the 256-row
+  // kernel that takes 48-row boxes (the two-group one does not), beside auto.
+  if (T >= 512)
+    for (bool w4a4 : {false, true}) {
+      Variant v{"warp-specialized, gate_up 256-row items, one group in flight, 48-row boxes", 5, 0, 0, 0, w4a4};
+      v.ws_items = 1;
+      v.ws_depth = 1;
+      vs.push_back(v);
+    }
   // Partial pair tiles in 64-row B boxes (auto before session 14), beside
   // auto's 48-row boxes for tiles of <= 48 pairs.
   if (T >= 512)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 14's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s14_call.sh 1|2|3|4 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s14_call.sh 1|2|3|4|5|6 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: partial pair tiles of <= 48 pairs in 48-row B boxes with wgmma n = 48 (auto; MoeConfig::ws_box_rows
 # 2) beside 64-row boxes (ws_box_rows 1, auto before), W4A16 and W4A4, every row checked against the
 # reference, at 512 and 2048 tokens once and at 8192 tokens three times; the 3-CTA rows at 512 tokens run
@@ -20,6 +20,11 @@
 # quantizer's CTA shape was reverted (not in the tree); the rest is the tree's code.
 # Call 4: ncu's throughput sections (speed of light, compute, memory) of one launch each of the wide gate_up
 # and of down at 8192 tokens with the 48-row boxes (where the time goes now), key rows printed.
+# Call 5: gate_up on 256-row items with one wgmma group in flight (which takes the 48-row boxes; the
+# two-group kernel, auto below 170 pairs per expert, does not) beside auto, at 2048 and 4096 tokens twice
+# and at 8192 tokens twice.
+# Call 6: the auto rule that follows from call 5 (one group in flight up to 48 pairs per expert): ops_parity
+# and the bench's rows at 512 (3-CTA rows included) and 2048 tokens.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
@@ -68,5 +73,15 @@ case $call in
       rm -f "$out/$1.ncu-rep"  # the device tool brings back a few files only
     done
     ;;
-  *) echo "usage: $0 1|2|3|4 OUT_DIR" >&2; exit 2 ;;
+  5)
+    for r in 1 2; do
+      for t in 2048 4096 8192; do rows "t$t-$r" --moe-tokens $t --moe-only "auto|one group in flight"; done
+    done
+    ;;
+  6)
+    timeout 200 ops_parity > "$out/ops_parity.txt" 2>&1; echo "ops_parity rc $?"; tail -2 "$out/ops_parity.txt"
+    rows t512 --moe-tokens 512 --moe-only "auto|3 CTAs|one group in flight"
+    rows t2048 --moe-tokens 2048 --moe-only "auto|one group in flight"
+    ;;
+  *) echo "usage: $0 1|2|3|4|5|6 OUT_DIR" >&2; exit 2 ;;
 esac

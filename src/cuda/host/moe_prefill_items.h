@@ -48,7 +48,19 @@ constexpr int kAutoDownEpilogue = 5;
 // / 16.03 with down's atomics, 15.41 / 15.74 vs 15.41 / 15.74 deferred; 2048
 // tokens 6.40 vs 6.50 (atomics), 6.45 vs 6.54 (deferred). ncu: gate_up 8.61
 // ms vs 8.77.
+// Session 14: the one-group kernel takes 48-row B boxes (the two-group one
+// cannot: C7512), which pays where most of an expert's pairs fit one: 2048
+// Kimi tokens (42.7 pairs per expert), two runs, gate_up 3111 / 3129 vs 3385 /
+// 3288 us (W4A4 2982 / 2975 vs 3120 / 3135), the call's phases 4675 / 4697
+// vs ~5021 / ~4886 us; at 4096 tokens (85 per expert, no 48-row boxes)
+// 4612 / 4561 vs 4512 / 4525 (bench/mxfp4/results-prefill-2026-12-02-s14.md,
+// call 5). So one group up to 48 pairs per expert on average (Kimi <= 2304
+// tokens), two above; between 48 and 85 not measured.
 constexpr int kAutoGateUpDepth = 2;
+constexpr int kOneGroupMaxPairsPerExpert = 48;
+inline int auto_gate_up_depth(long long pairs, long long experts) {
+  return pairs <= kOneGroupMaxPairsPerExpert * experts ? 1 : kAutoGateUpDepth;
+}
 // MoeConfig::ws_dequant when 0: 1 = the MMA warps dequantize their own A
 // fragments (RS wgmma, fused_moe_ws.cu); 2 = gate_up with a dequant warpgroup and
 // SS wgmma (fused_moe_ws_ss.cu), down as 1; 3 = both GEMMs that way.
@@ -89,7 +101,7 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
   c.epilogue = asked.down_epilogue      ? asked.down_epilogue
                : adders_take(out_elems) ? kAutoDownEpilogue
                                         : 3;
-  c.deep = (asked.gate_up_depth ? asked.gate_up_depth : kAutoGateUpDepth) == 2;
+  c.deep = (asked.gate_up_depth ? asked.gate_up_depth : auto_gate_up_depth(pairs, experts)) == 2;
   const bool fine = (asked.box_rows ? asked.box_rows : kAutoBoxRows) == 2;
   c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
   c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;

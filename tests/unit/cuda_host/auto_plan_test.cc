@@ -101,7 +101,7 @@ TEST(MoePrefillChoices, ForcedSettingsWinAndTheSsDownKeepsFp32) {
 // 48-row B boxes go only to kernels that compile them: the wide gate_up, the
 // RS kernels with one wgmma group in flight (the deep ones trap on them).
 TEST(MoePrefillChoices, FineBoxesOnlyWhereTheKernelCompilesThem) {
-  constexpr long long kimi = 384, wide_pairs = 8192LL * 8, narrow_pairs = 2048LL * 8;
+  constexpr long long kimi = 384, wide_pairs = 8192LL * 8, narrow_pairs = 4096LL * 8;
   const WsChoices wide = resolve_ws_choices(WsRequest{}, wide_pairs, kimi, 1);
   EXPECT_TRUE(wide.fine_gate_up) << "auto: wide gate_up items";
   EXPECT_TRUE(wide.fine_down) << "auto: the adders with one wgmma group in flight";
@@ -121,6 +121,21 @@ TEST(MoePrefillChoices, FineBoxesOnlyWhereTheKernelCompilesThem) {
   EXPECT_FALSE(resolve_ws_choices(WsRequest{2, 0, 0, 1}, wide_pairs, kimi, 1).fine_gate_up) << "SS gate_up";
   EXPECT_FALSE(resolve_ws_choices(WsRequest{0, 1, 0, 0}, wide_pairs, kimi, 1).fine_gate_up)
       << "256-row items forced, deep by default";
+}
+
+// gate_up's wgmma depth on the 256-row items: one group in flight (with the
+// 48-row boxes) up to 48 pairs per expert on average, two above.
+TEST(MoePrefillChoices, OneGroupInFlightUpToFortyEightPairsPerExpert) {
+  const auto kimi = [](long long tokens) { return resolve_ws_choices(WsRequest{}, tokens * 8, 384, tokens * 7168); };
+  EXPECT_FALSE(kimi(2048).deep) << "measured: one group 4-7% faster";
+  EXPECT_TRUE(kimi(2048).fine_gate_up);
+  EXPECT_FALSE(kimi(2304).deep) << "48 pairs per expert";
+  EXPECT_TRUE(kimi(2305).deep);
+  EXPECT_FALSE(kimi(2305).fine_gate_up);
+  EXPECT_TRUE(kimi(4096).deep) << "measured: two groups 1-2% faster";
+  EXPECT_EQ(auto_gate_up_depth(48 * 384, 384), 1);
+  EXPECT_EQ(auto_gate_up_depth(48 * 384 + 1, 384), 2);
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 0, 0, 2}, 2048LL * 8, 384, 1).deep) << "forced";
 }
 
 // Every setting the config checks accept: the kernel launch_moe_prefill_ws
