@@ -128,41 +128,41 @@ void add_ws_dequant_variants(int T, std::vector<Variant>& vs) {
       }
 }
 
+// A path-5 variant with its MoeConfig::ws_* settings set by `set`, in
+// W4A16 and then in W4A4.
+template <class Set>
+void add_ws_variant_both_modes(const char* label, Set set, std::vector<Variant>& vs) {
+  Variant v{label, 5, 0, 0, 0};
+  set(v);
+  for (bool w4a4 : {false, true}) {
+    v.w4a4 = w4a4;
+    vs.push_back(v);
+  }
+}
+
 // Path 5's gate_up work items and persistent-CTA count.
 void add_ws_item_variants(int T, std::vector<Variant>& vs) {
   // gate_up on 256-row items with one wgmma group in flight, the 256-row
-  // kernel that takes 48-row boxes (the two-group one does not), beside auto.
-  if (T >= 512)
-    for (bool w4a4 : {false, true}) {
-      Variant v{"warp-specialized, gate_up 256-row items, one group in flight, 48-row boxes", 5, 0, 0, 0, w4a4};
-      v.ws_items = 1;
-      v.ws_depth = 1;
-      vs.push_back(v);
-    }
+  // kernel that takes 48-row boxes (the two-group one does not), beside auto
+  // where auto keeps two groups or runs the wide items (Kimi: from 2305 tokens).
+  if (T >= 4096)
+    add_ws_variant_both_modes("warp-specialized, gate_up 256-row items, one group in flight, 48-row boxes",
+                              [](Variant& v) { v.ws_items = 1, v.ws_depth = 1; }, vs);
   // Partial pair tiles in 64-row B boxes (auto before session 14), beside
   // auto's 48-row boxes for tiles of <= 48 pairs.
   if (T >= 512)
-    for (bool w4a4 : {false, true}) {
-      Variant v{"warp-specialized, B boxes of 64 rows (auto before 2026-12-02 s14)", 5, 0, 0, 0, w4a4};
-      v.ws_box = 1;
-      vs.push_back(v);
-    }
+    add_ws_variant_both_modes("warp-specialized, B boxes of 64 rows (auto before 2026-12-02 s14)",
+                              [](Variant& v) { v.ws_box = 1; }, vs);
   // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
   // auto, which takes the wide items from 160 pairs per expert.
   if (T >= 2048)
-    for (bool w4a4 : {false, true}) {
-      Variant v{"warp-specialized, gate_up items 256 rows x 128 pairs (auto before 2026-12-01 s8)", 5, 0, 0, 0, w4a4};
-      v.ws_items = 1;
-      vs.push_back(v);
-    }
+    add_ws_variant_both_modes("warp-specialized, gate_up items 256 rows x 128 pairs (auto before 2026-12-01 s8)",
+                              [](Variant& v) { v.ws_items = 1; }, vs);
   // Path 5's gate_up on items of 128 rows x up to 256 pairs (one per expert
   // and row block at ~171 pairs per expert), beside auto.
   if (T >= 512)
-    for (bool w4a4 : {false, true}) {
-      Variant v{"warp-specialized, gate_up items 128 rows x 256 pairs", 5, 0, 0, 0, w4a4};
-      v.ws_items = 2;
-      vs.push_back(v);
-    }
+    add_ws_variant_both_modes("warp-specialized, gate_up items 128 rows x 256 pairs",
+                              [](Variant& v) { v.ws_items = 2; }, vs);
   // Path 5 on 3 persistent CTAs: each runs many items, so down's deferred adds
   // cross items and the last item's are flushed at the end (a correctness
   // row; one CTA per SM leaves ~1 item per CTA at small sizes).

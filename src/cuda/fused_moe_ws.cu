@@ -19,9 +19,10 @@
 //   * MMAs: 2 warpgroups, each 128 rows = 2 x m64. Each warp dequantizes
 //     its 2 strips' A fragments in registers (the mma.m16n8k16 A layout is
 //     wgmma's RS A layout per warp) and issues wgmma m64n{48,64,128}k16 from
-//     registers x shared-memory B (48: partial tiles of <= 48 pairs, box_rows). A stage is given back (`empty` barrier,
-//     one arrival per warp) when the MMAs that read it have retired. No
-//     CTA-wide barrier in the K loop.
+//     registers x shared-memory B (48: partial tiles of <= 48 pairs,
+//     box_rows). A stage is given back (`empty` barrier, one arrival per
+//     warp) when the MMAs that read it have retired. No CTA-wide barrier in
+//     the K loop.
 //   * Epilogues: gate_up writes h = SiLU(gate) * up through a per-warpgroup
 //     staging area (16 KB) so that the global stores are whole 16-byte rows
 //     of the chunk layout. down (auto since 2026-12-02, session 13): the MMA
@@ -152,8 +153,8 @@ __device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
 }
 
 // K loop of one item for one consumer warp: acc[m] (first kCols / 2 floats)
-// += strip (wg * 8 + m * 4 + warp) x B's box of kCols pair rows (box_rows). Per K tile two wgmma
-// groups (m = 0, 1), each dequantized while the previous group runs
+// += strip (wg * 8 + m * 4 + warp) x B's box of kCols pair rows (box_rows).
+// Per K tile two wgmma groups (m = 0, 1), each dequantized while the previous group runs
 // (wait_group 1), so the A fragments take 2 x 16 registers. (A whole tile
 // double-buffered, 64 registers, left 255 registers with spills in the loop:
 // 89 M local-memory requests per gate_up call, 21.5 ms.) `pending` adds
@@ -353,9 +354,13 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   constexpr const char* who = "fused_moe_decode";
   p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
   p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
-  p.act128 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * kTilePairs, 8);
-  p.act64 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, kTilePairs, 8);
-  p.act48 = tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * 48, 8);
+  // B boxes of `rows` pair rows (16 bytes = two 8-byte elements each) x 8 chunks.
+  const auto act_rows = [&](int rows) {
+    return tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8);
+  };
+  p.act128 = act_rows(128);
+  p.act64 = act_rows(64);
+  p.act48 = act_rows(48);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>

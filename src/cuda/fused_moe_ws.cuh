@@ -76,10 +76,6 @@ template <int kRows>
 __device__ __forceinline__ uint64_t b_desc_rows(uint32_t addr) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(kRows * 16 >> 4) << 16) | (uint64_t(128 >> 4) << 32);
 }
-template <int NB>  // a box of 64 NB rows
-__device__ __forceinline__ uint64_t b_desc(uint32_t addr) {
-  return b_desc_rows<64 * NB>(addr);
-}
 
 // Tensor maps (cuTensorMapEncodeTiled, 8-byte elements so that one box row
 // can be 2 KB): a stage is three bulk tensor copies issued by one thread.
@@ -111,8 +107,8 @@ struct Item {
 // Pair rows of B's box (= the wgmma width) for `count` pairs of an item
 // (<= 128): 128 from 65 pairs on, else 64, or 48 with fine boxes up to 48
 // pairs. Why: at 8192 Kimi tokens an expert's ~171 pairs (+-13) leave a
-// partial tile of ~43; rounded to 64, ~12% of the MMAs and B copies were
-// padding. (32-row boxes too made ptxas serialize the wgmmas, C7512, of
+// partial tile of ~43; rounded to 64, 14% of the MMAs and B copies were
+// padding (8% now). (32-row boxes too made ptxas serialize the wgmmas, C7512, of
 // down's and the wide gate_up's kernels: one K loop per width is inlined.)
 __device__ __forceinline__ int box_rows(int count, bool fine) {
   if (count > 64) return 128;

@@ -233,7 +233,7 @@ __device__ __forceinline__ void consume_item_ss(const Params& p, const Rings& r,
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
         WgmmaSsBf16<NB>::mma(acc[m], a_desc(ab + m * 64 * 16 + 2 * kk * kAChunkBytes),
-                             b_desc<NB>(sb + kk * NB * kChunkBytes));
+                             b_desc_rows<64 * NB>(sb + kk * NB * kChunkBytes));
     dev::wgmma_commit();
     pending.step(p, j);  // its REDs issue while the group runs
     dev::wgmma_wait<1>();

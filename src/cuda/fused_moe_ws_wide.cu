@@ -57,9 +57,9 @@ static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for
 // B boxes of an item: the first 128 pair rows (also for items of <= 64 pairs,
 // rare at the token counts auto gives these items, where they now run twice
 // the MMAs they need: a fifth item shape made ptxas serialize the wgmmas,
-// C7512) and the rest in a box of
-// box_rows(rest, fine_boxes) rows: none, 48, 64 or 128. (Session 8 rounded
-// the second box to 32 with n = 32 and 96: C7512 or spills, not run.)
+// C7512) and the rest in a box of box_rows(rest, fine_boxes) rows: none, 48,
+// 64 or 128. (Session 8 rounded the second box to 32 with n = 32 and 96:
+// C7512 or spills, not run.)
 __device__ __forceinline__ int rows_second(const Params& p, int count) {
   return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes) : 0;
 }

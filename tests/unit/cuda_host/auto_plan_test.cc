@@ -99,7 +99,8 @@ TEST(MoePrefillChoices, ForcedSettingsWinAndTheSsDownKeepsFp32) {
 }
 
 // 48-row B boxes go only to kernels that compile them: the wide gate_up, the
-// RS kernels with one wgmma group in flight (the deep ones trap on them).
+// RS kernels with one wgmma group in flight (the launchers of the others
+// refuse them).
 TEST(MoePrefillChoices, FineBoxesOnlyWhereTheKernelCompilesThem) {
   constexpr long long kimi = 384, wide_pairs = 8192LL * 8, narrow_pairs = 4096LL * 8;
   const WsChoices wide = resolve_ws_choices(WsRequest{}, wide_pairs, kimi, 1);
@@ -151,9 +152,13 @@ TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
               for (int64_t out : {int64_t(1), past_adders}) {
                 if (items == 2 && dequant >= 2) continue;  // refused by the config checks
                 const WsChoices c = resolve_ws_choices(WsRequest{dequant, items, epilogue, depth, box}, pairs, 384, out);
+                // launch_moe_prefill_ws's dispatch: which kernel runs each GEMM.
+                enum Kernel { kWide, kSs, kDeep, kOneGroup };
+                const Kernel gate_up = c.wide_gate_up ? kWide : c.dequant >= 2 ? kSs : c.deep ? kDeep : kOneGroup;
+                const Kernel down = c.dequant == 3 ? kSs : c.epilogue == 4 ? kDeep : kOneGroup;
                 const bool asked = box != 1;
-                const bool gate_up_has = c.wide_gate_up || (c.dequant == 1 && !c.deep);
-                const bool down_has = c.dequant != 3 && c.epilogue != 4;
+                const bool gate_up_has = gate_up == kWide || gate_up == kOneGroup;
+                const bool down_has = down == kOneGroup;
                 EXPECT_EQ(c.fine_gate_up, asked && gate_up_has)
                     << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
                 EXPECT_EQ(c.fine_down, asked && down_has)
