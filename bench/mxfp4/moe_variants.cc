@@ -163,6 +163,11 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
   if (T >= 512)
     add_ws_variant_both_modes("warp-specialized, gate_up items 128 rows x 256 pairs",
                               [](Variant& v) { v.ws_items = 2; }, vs);
+  // The wide gate_up with each CTA copying its own B, beside auto's 2-CTA
+  // clusters sharing it (TMA multicast).
+  if (T >= 512)
+    add_ws_variant_both_modes("warp-specialized, gate_up 128 x 256 items, B per CTA (auto before 2026-12-02 s15)",
+                              [](Variant& v) { v.ws_items = 2, v.gu_cluster = 1; }, vs);
   // Path 5 on 3 persistent CTAs: each runs many items, so down's deferred adds
   // cross items and the last item's are flushed at the end (a correctness
   // row; one CTA per SM leaves ~1 item per CTA at small sizes).
@@ -174,6 +179,7 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
       v.label = "warp-specialized, dequant warpgroup both GEMMs, 3 CTAs (many items each)";
       v.ws_dequant = 3;
       vs.push_back(v);
+      // gate_up as one 2-CTA cluster sharing B (auto's multicast).
       v.label = "warp-specialized, gate_up items 128 rows x 256 pairs, 3 CTAs (many items each)";
       v.ws_dequant = 0;
       v.ws_items = 2;

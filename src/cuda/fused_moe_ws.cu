@@ -346,6 +346,21 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   if constexpr (kDefer != 0 && !kUseAdders) pending.finish(p, 0);
 }
 
+}  // namespace
+
+void ws::set_b_maps(Params& p, const void* act, int cluster) {
+  const int KT = p.K / kTileK;
+  // Boxes of `rows` pair rows (16 bytes = two 8-byte elements each) x 8 / cluster chunks.
+  const auto act_rows = [&](int rows) {
+    return tensor_map_2d("fused_moe_decode", act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8 / cluster);
+  };
+  p.act128 = act_rows(128);
+  p.act64 = act_rows(64);
+  p.act48 = act_rows(48);
+}
+
+namespace {
+
 // Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] and B
 // [K / 64 * 8 chunks][R rows x 16 bytes].
 void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int experts, const void* act) {
@@ -354,13 +369,7 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   constexpr const char* who = "fused_moe_decode";
   p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
   p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
-  // B boxes of `rows` pair rows (16 bytes = two 8-byte elements each) x 8 chunks.
-  const auto act_rows = [&](int rows) {
-    return tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8);
-  };
-  p.act128 = act_rows(128);
-  p.act64 = act_rows(64);
-  p.act48 = act_rows(48);
+  set_b_maps(p, act, 1);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
@@ -415,7 +424,7 @@ namespace {
 // check_moe_prefill_ws) before anything launched. out_elems = T x H.
 WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, int64_t out_elems) {
   const WsRequest asked{config.ws_dequant, config.ws_gate_up_items, config.ws_down_epilogue, config.ws_gate_up_depth,
-                        config.ws_box_rows};
+                        config.ws_box_rows, config.ws_gate_up_cluster};
   return resolve_ws_choices(asked, pairs, experts, out_elems);
 }
 
@@ -467,14 +476,14 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   gu.fine_boxes = c.fine_gate_up;
   dn.fine_boxes = c.fine_down;
-  if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
+  if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E, xs, c.gate_up_cluster);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);
   gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
                         stream>>>(x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
   record_phase(config, 3, stream);
-  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, ctas, stream);
+  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, ctas, stream);
   else if (c.dequant >= 2) launch_gate_up_ss(gu, w.big_scales, ctas, stream);
   else if (w.big_scales) launch_gate_up<true>(gu, c.deep, ctas, stream);
   else launch_gate_up<false>(gu, c.deep, ctas, stream);

@@ -163,6 +163,46 @@ struct RingPosition {
   }
 };
 
+// B shared by a cluster of kCluster CTAs on adjacent row blocks of one tile
+// (the wide gate_up, MoeConfig::ws_gate_up_cluster; 1 = none): each CTA's
+// copy cursor copies chunks c rank .. c rank + c - 1 (c = 8 / kCluster) of
+// every B stage, at their place in the box's chunk-major layout, into every
+// CTA of the cluster by TMA multicast (set_b_maps made B's boxes c chunks
+// deep), so B is read from L2 kCluster times less often. The persistent
+// stepping item += gridDim.x keeps a cluster's CTAs on one tile: the grid and
+// row_blocks are multiples of kCluster. A stage is refilled once the MMA
+// warps of every CTA gave it back: lane i of each warp arrives on CTA i's
+// `empty` barrier (release_stage), CTA-scope as CUTLASS's consumer release
+// (session 12's cluster-scope releases put a MEMBAR.ALL.GPU before each
+// arrival: 55% slower). Why: B's L2 reads were the busiest unit after the
+// tensor pipe (ncu, session 14: the wide gate_up's L2 74.5%), and a probe
+// reading half of B ran gate_up 15% faster (session 12). Measured
+// (bench/mxfp4/results-prefill-2026-12-02-s15.md): 2 CTAs 3-5% faster at
+// 8192 Kimi tokens; 4 CTAs slower; the same in down's 256-row items no gain.
+template <int kCluster>
+__device__ __forceinline__ void copy_b(uint32_t dst, const CUtensorMap& map, int rows, int pair0, int j,
+                                       uint32_t full) {
+  if constexpr (kCluster > 1) {
+    constexpr uint16_t kAll = (1u << kCluster) - 1;
+    const int c0 = 8 / kCluster * int(dev::cluster_ctarank());
+    dev::tma_2d_multicast(dst + c0 * rows * 16, map, pair0 * 2, j * 8 + c0, full, kAll);
+  } else {
+    dev::tma_2d(dst, map, pair0 * 2, j * 8, full);
+  }
+}
+
+// A warp gives stage barrier `bar` back: lane 0 arrives on this CTA's
+// barrier; with kCluster > 1 lane i on CTA i's (each CTA's copy cursor copies
+// into this stage).
+template <int kCluster>
+__device__ __forceinline__ void release_stage(uint32_t bar, int lane) {
+  if constexpr (kCluster > 1) {
+    if (lane < kCluster) dev::mbar_arrive_cluster(bar, uint32_t(lane));
+  } else if (lane == 0) {
+    dev::mbar_arrive(bar);
+  }
+}
+
 // The copy side of the ring of kS stages, run by one thread (the RS kernels:
 // the producer warpgroup's thread 0; the SS kernel: MMA thread 0): a cursor
 // over the CTA's (item, K tile) sequence.
@@ -511,6 +551,10 @@ __device__ __forceinline__ void run_adders(const Params& p, uint32_t packed, int
   }
 }
 
+// B's tensor maps (act128, act64, act48) over `act` ([K / 64 x 8 chunks][R x
+// 16 bytes]) with boxes of 8 / cluster chunks (copy_b).
+void set_b_maps(Params& p, const void* act, int cluster);
+
 // fused_moe_ws_ss.cu: gate_up and down with a dequant warpgroup feeding SS
 // wgmma (MoeConfig::ws_dequant 2 and 3). down_epilogue: 1 = FP32 atomics after
 // each item, else the deferred adds of the first 8 steps (the A ring leaves
@@ -520,8 +564,11 @@ void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cuda
 
 // fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
 // pairs (MoeConfig::ws_gate_up_items 2; the tile map must be in 256-pair
-// tiles). wide_params: gate_up's Params with 8-strip weight boxes.
-Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts);
-void launch_gate_up_wide(const Params& p, bool big, int ctas, cudaStream_t stream);
+// tiles). wide_params: gate_up's Params with 8-strip weight boxes and, for
+// `cluster` > 1 (B shared by clusters of 2 or 4 CTAs through TMA multicast,
+// MoeConfig::ws_gate_up_cluster), B boxes of a CTA's part of a K tile over `act`.
+Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
+                   int cluster);
+void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

@@ -17,6 +17,11 @@
 //     or absent; its own wgmma descriptors) + 8 strips' code and scale tiles.
 //     5 stages, filled by the producer warpgroup (fused_moe_ws.cuh).
 //   * 2 warpgroups x 64 rows: warp w of warpgroup wg owns strip 4 wg + w.
+//   * kCluster 2 (MoeConfig::ws_gate_up_cluster 2, auto): clusters of 2
+//     CTAs on adjacent row blocks of one tile share every B stage through
+//     TMA multicast (copy_b and release_stage, fused_moe_ws.cuh), so an
+//     expert's B is read from L2 by 16 row blocks instead of 32. The row
+//     blocks, 2I / 128, are even (check_moe_prefill_ws_shape: 2I % 256 == 0).
 //   * Epilogue: h = SiLU(gate) * up of the item's 64 h columns (= one K tile
 //     of down's B) through one 32 KB staging area shared by both warpgroups
 //     (their columns interleave in every 8-wide chunk), then whole 16-byte
@@ -32,6 +37,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/per_device_once.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_internal.h"
@@ -65,8 +71,9 @@ __device__ __forceinline__ int rows_second(const Params& p, int count) {
 }
 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
-// fused_moe_ws.cuh, with the wide stage layout), kS stages.
-template <int kS>
+// fused_moe_ws.cuh, with the wide stage layout), kS stages; B shared by a
+// cluster of kCluster CTAs (copy_b).
+template <int kS, int kCluster>
 struct WideProducer {
   RingPosition<WideProducer, kS> at;
   int strip0, start, rows1;
@@ -92,8 +99,8 @@ struct WideProducer {
     const uint32_t sb = base + st * kWideStageBytes;
     dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    dev::tma_2d(sb, p.act128, start * 2, j * 8, full);
-    if (rows1) dev::tma_2d(sb + kHalfB, act_box(p, rows1), (start + kTilePairs) * 2, j * 8, full);
+    copy_b<kCluster>(sb, p.act128, kTilePairs, start, j, full);
+    if (rows1) copy_b<kCluster>(sb + kHalfB, act_box(p, rows1), rows1, start + kTilePairs, j, full);
     at.advance(*this, p, items, row_blocks);
   }
 };
@@ -102,7 +109,7 @@ struct WideProducer {
 // += strip (4 wg + w) x B. One wgmma group per K tile, dequantized while the
 // previous one runs (wait_group 1, 2 A buffers); the stage of tile j - 1 is
 // given back once its group retired.
-template <int kS, int R0, int R1, bool kBig, int N0, int N1>
+template <int kS, int R0, int R1, bool kBig, int kCluster, int N0, int N1>
 __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip,
                                              int& st, uint32_t& phase, float (&acc0)[N0], float (&acc1)[N1]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -134,7 +141,7 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
       dev::wgmma_wait<1>();
       // Group j - 1 retired: its A buffer and its stage are free.
       keep_registers(a[u ^ 1]);
-      if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
+      if (prev >= 0) release_stage<kCluster>(bars + 8 * (kS + prev), lane);
       __syncwarp();  // the warp reconverges before the next aligned wgmma
       prev = st;
       if (++st == kS) st = 0, phase ^= 1;
@@ -143,7 +150,7 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
   dev::wgmma_wait<0>();
   dev::fence_accumulators(acc0);
   dev::fence_accumulators(acc1);
-  if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
+  if (prev >= 0) release_stage<kCluster>(bars + 8 * (kS + prev), lane);
 }
 
 // h = SiLU(gate) * up of the item's 8 strips (h's K tile rb) into the shared
@@ -178,7 +185,7 @@ __device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, ui
   }
 }
 
-template <int R0, int R1, bool kBig, int kS>
+template <int R0, int R1, bool kBig, int kCluster, int kS>
 __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32_t base, uint32_t bars,
                                          uint32_t staging, int& st, uint32_t& phase) {
   const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
@@ -189,11 +196,11 @@ __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32
   for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
-  consume_wide<kS, R0, R1, kBig>(p, base, bars, strip, st, phase, acc0, acc1);
+  consume_wide<kS, R0, R1, kBig, kCluster>(p, base, bars, strip, st, phase, acc0, acc1);
   store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
-template <bool kBig>
+template <bool kBig, int kCluster>
 __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(const __grid_constant__ Params p) {
   constexpr int kS = kWideStages;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -203,55 +210,75 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   if (threadIdx.x == 0) {
     for (int st = 0; st < kS; ++st) {
       dev::mbar_init(bars + 8 * st, 1);
-      dev::mbar_init(bars + 8 * (kS + st), kConsumerWarps);
+      dev::mbar_init(bars + 8 * (kS + st), kCluster * kConsumerWarps);
     }
     dev::fence_mbar_init();
   }
   zero_out_for_down<kRsThreads>(p);  // this kernel is gate_up's
-  __syncthreads();
+  // kCluster > 1: every CTA's barriers exist before any copy into them or arrival.
+  if constexpr (kCluster > 1) dev::cluster_sync();
+  else __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
-  if (run_producer<WideProducer<kS>>(p, base, bars, items, row_blocks)) return;
+  if (run_producer<WideProducer<kS, kCluster>>(p, base, bars, items, row_blocks)) {
+    // No CTA leaves while another may still copy into it or arrive on its barriers.
+    if constexpr (kCluster > 1) dev::cluster_sync();
+    return;
+  }
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     const int rows1 = rows_second(p, it.count);
-#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kS>(p, it, base, bars, staging, st, phase)
+#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase)
     if (rows1 == 128) MX_WIDE_ITEM(128, 128);
     else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
     else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
     else MX_WIDE_ITEM(128, 0);
 #undef MX_WIDE_ITEM
   }
+  if constexpr (kCluster > 1) dev::cluster_sync();
 }
 
-template <bool kBig>
+template <bool kBig, int kCluster>
 void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_wide_gate_up_kernel<kBig>,
+    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_wide_gate_up_kernel<kBig, kCluster>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
   });
-  moe_ws_wide_gate_up_kernel<kBig><<<unsigned(ctas), kRsThreads, kWideSmem, stream>>>(p);
-  MX_CUDA_CHECK(cudaGetLastError());
+  LaunchAttrs a;
+  if constexpr (kCluster > 1) {
+    ctas = cluster_grid<moe_ws_wide_gate_up_kernel<kBig, kCluster>>(kCluster, kRsThreads, kWideSmem, ctas);
+    a.cluster = dim3(kCluster);
+  }
+  launch_with(moe_ws_wide_gate_up_kernel<kBig, kCluster>, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
 }
 
 }  // namespace
 
-Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts) {
+Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
+                   int cluster) {
   Params p = gemm;
   const int KT = p.K / kTileK;
   const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
   constexpr const char* who = "fused_moe_decode";
   p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kWideStrips);
   p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kWideStrips);
+  if (cluster > 1) set_b_maps(p, act, cluster);
   return p;
 }
 
-void launch_gate_up_wide(const Params& p, bool big, int ctas, cudaStream_t stream) {
-  if (big) launch_wide<true>(p, ctas, stream);
-  else launch_wide<false>(p, ctas, stream);
+template <bool kBig>
+void launch_wide_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
+  if (cluster == 2) launch_wide<kBig, 2>(p, ctas, stream);
+  else launch_wide<kBig, 1>(p, ctas, stream);
+}
+
+void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
+  MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
+  if (big) launch_wide_clusters<true>(p, cluster, ctas, stream);
+  else launch_wide_clusters<false>(p, cluster, ctas, stream);
 }
 
 }  // namespace mx::cuda::ws

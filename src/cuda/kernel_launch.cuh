@@ -4,7 +4,11 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
+#include "cuda/per_device_once.h"
 
 namespace mx::cuda {
 
@@ -39,6 +43,32 @@ void launch_with(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem, 
   cfg.attrs = attr;
   cfg.numAttrs = n;
   MX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+}
+
+// CTAs to launch of a persistent `Kernel` (threads per CTA, dynamic shared
+// memory smem) in clusters of `cluster` CTAs for about `ctas` CTAs: whole
+// clusters only, at least one, and no more than fit on the device at once (a
+// cluster's CTAs share a GPC, whose SM count need not be a multiple of the
+// cluster size). Queried once per device; one cluster size per Kernel.
+template <auto Kernel>
+int cluster_grid(int cluster, int threads, size_t smem, int ctas) {
+  static PerDeviceOnce query;
+  static int fitting[64];
+  int device = 0;
+  MX_CUDA_CHECK(cudaGetDevice(&device));
+  query([&] {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(cluster * sm_count()));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    MX_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fitting[device & 63], Kernel, &cfg));
+  });
+  return cluster * std::max(1, std::min(ctas / cluster, fitting[device & 63]));
 }
 
 }  // namespace mx::cuda

@@ -437,6 +437,28 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+// ---- Thread-block clusters (sm_90) ----
+
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// One arrival on the barrier at shared-memory offset `bar` of CTA `rank` of
+// the cluster (this CTA's own included). Default semantics (release, CTA
+// scope), as CUTLASS's consumer release: a cluster-scope release would also
+// wait for the thread's earlier global stores.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+// Every thread of every CTA of the cluster (not .aligned: callers may have
+// diverged lanes).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // The same wait as mbar_wait with the loop in C++ (ptxas schedules around it;
 // the warp-specialized kernels use this one).
 __device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {

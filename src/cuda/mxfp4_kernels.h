@@ -219,6 +219,12 @@ struct MoeConfig {
   // that compile it (the RS kernels with one wgmma group in flight, the wide
   // gate_up; the others keep 64); 0 = auto: 2 (docs/mxfp4-prefill.md).
   int ws_box_rows = 0;
+  // Path 5, B of the wide gate_up (ws_gate_up_items 2; ignored by the other
+  // kernels): 1 = each CTA copies the B of its items; 2 = clusters of 2 CTAs
+  // on adjacent row blocks of an expert, each copying half of every B stage
+  // into both by TMA multicast (B read from L2 half as often); 0 = auto
+  // (docs/mxfp4-prefill.md).
+  int ws_gate_up_cluster = 0;
   // Bench only, path 5: when set, kMoePhaseEvents events recorded on the
   // stream between the call's launches (before the router; after the router,
   // the tile map, the gather, gate_up (W4A4: with h's quantizer; wide gate_up

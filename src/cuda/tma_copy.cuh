@@ -60,4 +60,15 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap& map, int
       : "memory");
 }
 
+// The same box into shared memory at `dst` of every CTA of the cluster in
+// `cta_mask` (bit i = CTA rank i), counted on the barrier at `bar` in each.
+__device__ __forceinline__ void tma_2d_multicast(uint32_t dst, const CUtensorMap& map, int c0, int c1, uint32_t bar,
+                                                 uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
 }  // namespace mx::cuda::dev

@@ -70,9 +70,18 @@ constexpr int kAutoDequant = 1;
 // rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14).
 constexpr int kAutoBoxRows = 2;
 
+// MoeConfig::ws_gate_up_cluster when 0: CTAs per cluster sharing the wide
+// gate_up's B through TMA multicast (1 = none: each CTA copies its own B).
+// H200, 2026-12-02 (bench/mxfp4/results-prefill-2026-12-02-s15.md, call 2,
+// three runs at 8192 Kimi tokens, the board at its power cap): 2 CTAs 11.09
+// / 11.13 / 11.27 ms against 11.43-11.55 for 1 (gate_up 6.96-7.00 vs
+// 7.11-7.20 ms), W4A4 10.46-10.49 vs 10.97-11.06; 4 CTAs slower than 2
+// (11.37-11.43; W4A4 10.65-10.78).
+constexpr int kAutoGateUpCluster = 2;
+
 // The MoeConfig::ws_* fields of one call (0 = auto), and what path 5 runs.
 struct WsRequest {
-  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0;
+  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0, gate_up_cluster = 0;
 };
 struct WsChoices {
   int dequant, epilogue;
@@ -81,6 +90,9 @@ struct WsChoices {
   // kernels with one wgmma group in flight and the wide gate_up (the SS
   // kernels and those with two groups in flight keep 64).
   bool fine_gate_up, fine_down;
+  // CTAs per cluster sharing the wide gate_up's B (TMA multicast): 1 or 2
+  // (1 for the other gate_up kernels).
+  int gate_up_cluster;
   // Each expert's y rounded to BF16 (the adders' epilogue; the SS down of
   // ws_dequant 3 keeps its own deferred FP32 adds).
   bool rounds_y() const { return epilogue >= 4 && dequant != 3; }
@@ -105,6 +117,7 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
   const bool fine = (asked.box_rows ? asked.box_rows : kAutoBoxRows) == 2;
   c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
   c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;
+  c.gate_up_cluster = c.wide_gate_up ? (asked.gate_up_cluster ? asked.gate_up_cluster : kAutoGateUpCluster) : 1;
   return c;
 }
 

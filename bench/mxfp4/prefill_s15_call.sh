@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 15's device calls for the MoE prefill (path 5), reproducible from the repository:
+#   bench/mxfp4/prefill_s15_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+# Call 1: the wide gate_up with B shared by 2-CTA clusters through TMA multicast (then
+# MoeConfig::ws_b_multicast 2, now ws_gate_up_cluster 2: each CTA copies half of every B stage into both) beside auto, W4A16 and W4A4, every row checked
+# against the reference: 512 tokens once (the wide items forced; the 3-CTA row runs one cluster of 2 over
+# many items), 8192 tokens three times; then ncu's stall sampling of one launch of the multicast kernel.
+# Call 2: B multicast to clusters of 2 and 4 CTAs (ws_gate_up_cluster 2, 4: each CTA copies 8 / n of the 8
+# chunks) in the wide gate_up alone and with down's too (ws_down_cluster), beside auto; 512 tokens once
+# (the 3-CTA row runs one cluster of 2 in both GEMMs over many items), 8192 three times.
+set -uo pipefail
+call=$1 out=$2
+source bench/mxfp4/prefill_call_common.sh
+rows() {  # rows NAME ARGS...: ${bench:-mxfp4_bench} --moe-prefill ARGS, MoE rows (no graph rows), short columns
+  local name=$1
+  shift
+  timeout 150 "${bench:-mxfp4_bench}" --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
+    echo "$name: exit $?"
+  grep -E '^\| fused_moe' "$out/$name.log" | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
+    sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
+}
+case $call in
+  1)
+    rows t512 --moe-tokens 512 --moe-only "auto|multicast|3 CTAs"
+    for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|multicast"; done
+    stalls mc moe_ws_wide "multicast to 2-CTA"
+    ;;
+  2)
+    rows t512 --moe-tokens 512 --moe-only "auto|multicast|3 CTAs"
+    for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|multicast"; done
+    ;;
+  *) echo "usage: $0 1|2 OUT_DIR" >&2; exit 2 ;;
+esac
