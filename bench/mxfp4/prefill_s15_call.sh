@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 15's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s15_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s15_call.sh 1|2|3 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: the wide gate_up with B shared by 2-CTA clusters through TMA multicast (then
 # MoeConfig::ws_b_multicast 2, now ws_gate_up_cluster 2: each CTA copies half of every B stage into both) beside auto, W4A16 and W4A4, every row checked
 # against the reference: 512 tokens once (the wide items forced; the 3-CTA row runs one cluster of 2 over
@@ -8,6 +8,9 @@
 # Call 2: B multicast to clusters of 2 and 4 CTAs (ws_gate_up_cluster 2, 4: each CTA copies 8 / n of the 8
 # chunks) in the wide gate_up alone and with down's too (ws_down_cluster), beside auto; 512 tokens once
 # (the 3-CTA row runs one cluster of 2 in both GEMMs over many items), 8192 three times.
+# Call 3: the multi-CTA router (moe_route_blocks: 3 launches from 8192 pairs) in build B (mxfp4_bench,
+# ops_parity) against build A (mxfp4_bench_a: 9552969, 2-CTA clusters auto): ops_parity (the 2048-token
+# path-5 case runs the new router), B at 2048 tokens, then A and B alternating twice at 8192 tokens.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
@@ -29,5 +32,14 @@ case $call in
     rows t512 --moe-tokens 512 --moe-only "auto|multicast|3 CTAs"
     for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|multicast"; done
     ;;
-  *) echo "usage: $0 1|2 OUT_DIR" >&2; exit 2 ;;
+  3)
+    timeout 200 ops_parity > "$out/ops_parity.txt" 2>&1; echo "ops_parity rc $?"; tail -2 "$out/ops_parity.txt"
+    grep -E "T2048" "$out/ops_parity.txt" | head -4
+    rows t2048 --moe-tokens 2048 --moe-only "auto"
+    for r in 1 2; do
+      bench=mxfp4_bench_a rows "t8192-a$r" --moe-tokens 8192 --moe-only "auto"
+      rows "t8192-b$r" --moe-tokens 8192 --moe-only "auto"
+    done
+    ;;
+  *) echo "usage: $0 1|2|3 OUT_DIR" >&2; exit 2 ;;
 esac

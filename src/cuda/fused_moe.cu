@@ -81,6 +81,7 @@ MoeScratch carve(void* ws, int E, int pairs, int topk, int H, int I) {
   s.tile_expert = reinterpret_cast<int*>(take(sizeof(int) * tiles));
   s.tile_start = reinterpret_cast<int*>(take(sizeof(int) * tiles));
   s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
+  s.block_counts = reinterpret_cast<int*>(take(sizeof(int) * size_t(moe_route_blocks(pairs)) * E));
   s.h = reinterpret_cast<uint16_t*>(take(2 * size_t(pairs) * I));
   s.xq = reinterpret_cast<uint16_t*>(take(2 * size_t(pairs / topk) * H));
   s.xp = reinterpret_cast<uint16_t*>(p);
@@ -112,27 +113,16 @@ __device__ int block_inclusive_scan(int v, int* warp_sums) {
   return r;
 }
 
-// With make_tiles, also cuts each expert's pair list into tiles of 64 for the
-// prefill path (tile_expert / tile_start / num_tiles).
-__global__ void __launch_bounds__(kRouteThreads)
-    route_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s, bool make_tiles) {
-  __shared__ int counts[kRouteThreads];
-  __shared__ int cursor[kRouteThreads];
-  __shared__ int warp_sums[32];
+// Thread e of the router's CTA with expert e's pair count c: the offsets, the
+// active list and, with make_tiles, each expert's pair list cut into tiles
+// of 64 for the prefill paths (tile_expert / tile_start / num_tiles).
+// Returns expert e's first index into sorted_pairs.
+__device__ int route_offsets(int c, int E, const MoeScratch& s, bool make_tiles, int* warp_sums) {
   const int tid = threadIdx.x;
-  counts[tid] = 0;
-  __syncthreads();
-  for (int p = tid; p < pairs; p += kRouteThreads) {
-    const int e = ids[p];
-    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
-  }
-  __syncthreads();
-  const int c = counts[tid];
   const int end = block_inclusive_scan(c, warp_sums);
   const int rank = block_inclusive_scan(c > 0 ? 1 : 0, warp_sums);
   if (tid < E) {
     s.offsets[tid + 1] = end;
-    cursor[tid] = end - c;
     if (c > 0) s.active[rank - 1] = tid;
   }
   if (tid == 0) s.offsets[0] = 0;
@@ -146,11 +136,97 @@ __global__ void __launch_bounds__(kRouteThreads)
     }
     if (tid == kRouteThreads - 1) *s.num_tiles = tend;
   }
-  __syncthreads();
-  for (int p = tid; p < pairs; p += kRouteThreads) {
+  return end - c;
+}
+
+// Pairs [p0, p1) into sorted_pairs from each expert's cursor (shared).
+__device__ void scatter_pairs(const int* __restrict__ ids, int p0, int p1, int E, const MoeScratch& s, int* cursor) {
+  for (int p = p0 + int(threadIdx.x); p < p1; p += kRouteThreads) {
     const int e = ids[p];
     if (e >= 0 && e < E) s.sorted_pairs[atomicAdd(&cursor[e], 1)] = p;
   }
+}
+
+// The one-CTA router (up to kMultiRouteMinPairs pairs): counts, offsets, scatter.
+__global__ void __launch_bounds__(kRouteThreads)
+    route_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s, bool make_tiles) {
+  __shared__ int counts[kRouteThreads];
+  __shared__ int cursor[kRouteThreads];
+  __shared__ int warp_sums[32];
+  const int tid = threadIdx.x;
+  counts[tid] = 0;
+  __syncthreads();
+  for (int p = tid; p < pairs; p += kRouteThreads) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  cursor[tid] = route_offsets(counts[tid], E, s, make_tiles, warp_sums);
+  __syncthreads();
+  scatter_pairs(ids, 0, pairs, E, s, cursor);
+}
+
+// The multi-CTA router (moe_route_blocks CTAs, each over its slice of the
+// pairs): each CTA counts its slice into block_counts[b][e]; one CTA makes
+// the offsets and turns block_counts into each slice's first index per
+// expert; each CTA scatters its slice from there. Within an expert, pairs
+// are in slice order (within a slice in atomic order, as in route_kernel).
+__device__ __forceinline__ int route_slice_begin(int pairs, int b) {
+  return int(int64_t(pairs) * b / gridDim.x);
+}
+__global__ void __launch_bounds__(kRouteThreads)
+    route_count_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s) {
+  __shared__ int counts[kRouteThreads];
+  const int b = blockIdx.x;
+  counts[threadIdx.x] = 0;
+  __syncthreads();
+  const int p0 = route_slice_begin(pairs, b), p1 = route_slice_begin(pairs, b + 1);
+  for (int p = p0 + int(threadIdx.x); p < p1; p += kRouteThreads) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < E) s.block_counts[size_t(b) * E + threadIdx.x] = counts[threadIdx.x];
+}
+__global__ void __launch_bounds__(kRouteThreads)
+    route_offsets_kernel(int blocks, int E, MoeScratch s, bool make_tiles) {
+  __shared__ int warp_sums[32];
+  const int e = threadIdx.x;
+  int c = 0;
+  if (e < E)
+    for (int b = 0; b < blocks; ++b) c += s.block_counts[size_t(b) * E + e];
+  int next = route_offsets(c, E, s, make_tiles, warp_sums);
+  if (e < E)
+    for (int b = 0; b < blocks; ++b) {
+      int& slot = s.block_counts[size_t(b) * E + e];
+      const int n = slot;
+      slot = next;
+      next += n;
+    }
+}
+__global__ void __launch_bounds__(kRouteThreads)
+    route_scatter_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s) {
+  __shared__ int cursor[kRouteThreads];
+  const int b = blockIdx.x;
+  if (int(threadIdx.x) < E) cursor[threadIdx.x] = s.block_counts[size_t(b) * E + threadIdx.x];
+  __syncthreads();
+  scatter_pairs(ids, route_slice_begin(pairs, b), route_slice_begin(pairs, b + 1), E, s, cursor);
+}
+
+// The pairs sorted by expert (offsets, sorted_pairs, active; with make_tiles
+// the 64-pair tile map too).
+void launch_router(const int* ids, int pairs, int E, const MoeScratch& s, bool make_tiles, cudaStream_t stream) {
+  const int blocks = moe_route_blocks(pairs);
+  if (blocks == 0) {
+    route_kernel<<<1, kRouteThreads, 0, stream>>>(ids, pairs, E, s, make_tiles);
+  } else {
+    route_count_kernel<<<blocks, kRouteThreads, 0, stream>>>(ids, pairs, E, s);
+    MX_CUDA_CHECK(cudaGetLastError());
+    route_offsets_kernel<<<1, kRouteThreads, 0, stream>>>(blocks, E, s, make_tiles);
+    MX_CUDA_CHECK(cudaGetLastError());
+    route_scatter_kernel<<<blocks, kRouteThreads, 0, stream>>>(ids, pairs, E, s);
+  }
+  MX_CUDA_CHECK(cudaGetLastError());
 }
 
 // kDepth 0: weights through registers (strip_mma); kBatchedLoads: the same,
@@ -372,6 +448,7 @@ size_t fused_moe_workspace_bytes(const MoeWeights& w, int max_tokens, int topk) 
   const size_t tiles = size_t(moe_max_tiles(pairs, w.experts));
   return align256(sizeof(int) * (w.experts + 1)) + align256(sizeof(int) * pairs) +
          align256(sizeof(int) * w.experts) + 256 + 2 * align256(sizeof(int) * tiles) + 256 +
+         align256(sizeof(int) * size_t(moe_route_blocks(pairs)) * w.experts) +
          align256(2 * size_t(pairs) * w.intermediate) + align256(2 * size_t(max_tokens) * w.hidden) +
          2 * size_t(pairs) * w.hidden;  // xp: the warp-specialized path gathers x per pair
 }
@@ -456,9 +533,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     x = s.xq;
   }
   if (path != kDirectPath) {
-    route_kernel<<<1, kRouteThreads, 0, stream>>>(topk_ids, pairs, E, s,
-                                                  prefill_path);
-    MX_CUDA_CHECK(cudaGetLastError());
+    launch_router(topk_ids, pairs, E, s, prefill_path, stream);
   }
   if (phases) MX_CUDA_CHECK(cudaEventRecord(config.phase_events[1], stream));
   if (fp8)

@@ -24,6 +24,7 @@ struct MoeScratch {
   int* tile_expert;   // max tiles: expert of each 64-pair tile (prefill path)
   int* tile_start;    // max tiles: its first index into sorted_pairs
   int* num_tiles;     // 1
+  int* block_counts;  // moe_route_blocks(pairs) x E: the multi-CTA router's per-CTA counts, then bases
   uint16_t* h;        // T * topk * I (BF16), row = pair
   uint16_t* xq;       // T * H (BF16): W4A4's quantize-dequantized x
   uint16_t* xp;       // T * topk * H BF16: x gathered per pair in chunk layout (path 5), x with K
@@ -35,6 +36,18 @@ struct MoeScratch {
 // Paths 1-4 call it between their two GEMM launches (path 5 keeps h in its
 // chunk layout and quantizes it there, fused_moe_ws.cu); a no-op for W4A16.
 void quantize_h_for_w4a4(const MoeWeights& w, const MoeScratch& s, int pairs, cudaStream_t stream);
+
+// CTAs of the multi-CTA router for `pairs` (0 = the one-CTA router): from
+// kMultiRouteMinPairs pairs, one per kRoutePairsPerCta, at most
+// kMaxRouteCtas. Why: the one-CTA router is held by one SM's shared-memory
+// atomics (2 per pair): ~100 us at 8192 Kimi tokens (65,536 pairs), where
+// the whole MoE call takes ~11 ms.
+constexpr int kMultiRouteMinPairs = 8192, kRoutePairsPerCta = 2048, kMaxRouteCtas = 64;
+inline int moe_route_blocks(int pairs) {
+  if (pairs < kMultiRouteMinPairs) return 0;
+  const int b = (pairs + kRoutePairsPerCta - 1) / kRoutePairsPerCta;
+  return b < kMaxRouteCtas ? b : kMaxRouteCtas;
+}
 
 // Upper bound of the 64-pair tiles the router makes: sum over experts of
 // ceil(count / 64) <= pairs / 64 + experts.

@@ -481,9 +481,10 @@ void forced_kernel_cases(Harness& h) {
     // 40 x 4 pairs: above the direct path's 64. Path 5 also at 768 tokens: 192
     // pairs per expert on average, where auto_gate_up_items takes the wide
     // gate_up items (fused_moe_ws_wide.cu; experts of 64, 128 + 64 and
-    // 128 + 128 pairs).
+    // 128 + 128 pairs; 2-CTA clusters sharing B), and at 2048 tokens: 8192
+    // pairs, the multi-CTA router (moe_route_blocks).
     std::vector<int64_t> token_counts = {1, 40};
-    if (std::strcmp(name, "prefill-ws") == 0) token_counts.push_back(768);
+    if (std::strcmp(name, "prefill-ws") == 0) token_counts.insert(token_counts.end(), {768, 2048});
     for (int64_t T : token_counts) {
       RoutingParams p;
       p.top_k = k, p.routed_scaling_factor = 2.5f;
