@@ -8,9 +8,10 @@
 # Call 2: B multicast to clusters of 2 and 4 CTAs (ws_gate_up_cluster 2, 4: each CTA copies 8 / n of the 8
 # chunks) in the wide gate_up alone and with down's too (ws_down_cluster), beside auto; 512 tokens once
 # (the 3-CTA row runs one cluster of 2 in both GEMMs over many items), 8192 three times.
-# Call 3: the multi-CTA router (moe_route_blocks: 3 launches from 8192 pairs) in build B (mxfp4_bench,
-# ops_parity) against build A (mxfp4_bench_a: 9552969, 2-CTA clusters auto): ops_parity (the 2048-token
-# path-5 case runs the new router), B at 2048 tokens, then A and B alternating twice at 8192 tokens.
+# Call 3: build B (mxfp4_bench, ops_parity) = the multi-CTA router (moe_route_blocks: 3 launches from 8192
+# pairs) + W4A4's quantizers fused (x in the gather, h in gate_up's copy-out) against build A (mxfp4_bench_a:
+# 9552969, 2-CTA clusters auto): ops_parity (the 2048-token path-5 case runs the new router, its W4A4 cases
+# the fused quantizers), B at 2048 tokens, then A and B alternating twice at 8192 tokens.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
