@@ -10,8 +10,9 @@
 # (the 3-CTA row runs one cluster of 2 in both GEMMs over many items), 8192 three times.
 # Call 3: build B (mxfp4_bench, ops_parity) = the multi-CTA router (moe_route_blocks: 3 launches from 8192
 # pairs) + W4A4's quantizers fused (x in the gather, h in gate_up's copy-out) against build A (mxfp4_bench_a:
-# 9552969, 2-CTA clusters auto): ops_parity (the 2048-token path-5 case runs the new router, its W4A4 cases
-# the fused quantizers), B at 2048 tokens, then A and B alternating twice at 8192 tokens.
+# 9552969, 2-CTA clusters auto): B at 2048 tokens, then A and B alternating twice at 8192 tokens. Run in
+# the session's final call after scripts/gpu_all.sh (whose ops_parity runs the new router in its
+# 2048-token path-5 case and the fused quantizers in its W4A4 cases) and before scripts/gpu_issue8.sh.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
@@ -34,8 +35,6 @@ case $call in
     for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|multicast"; done
     ;;
   3)
-    timeout 200 ops_parity > "$out/ops_parity.txt" 2>&1; echo "ops_parity rc $?"; tail -2 "$out/ops_parity.txt"
-    grep -E "T2048" "$out/ops_parity.txt" | head -4
     rows t2048 --moe-tokens 2048 --moe-only "auto"
     for r in 1 2; do
       bench=mxfp4_bench_a rows "t8192-a$r" --moe-tokens 8192 --moe-only "auto"
