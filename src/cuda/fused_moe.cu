@@ -522,15 +522,13 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
   const bool prefill_path = route.prefill, fp8 = route.fp8;
   const int w4a4_mma = choose_w4a4_mma(config.w4a4_mma);
   // The wide direct kernels quantize x themselves (a quantizer launch that
-  // gate_up overlaps through PDL) and h in gate_up's epilogue; path 5's
-  // gather quantizes x on the way and its gate_up h.
+  // gate_up overlaps through PDL) and h in gate_up's epilogue.
   const bool wide_direct = wide && path == kDirectPath;
-  const bool quantize_x = w.w4a4 && !fp8 && !config.x_quantized;
   // Path 5's phases (MoeConfig::phase_events): events 0 and 1 around the
-  // router (its gather quantizes x for W4A4).
+  // router (W4A4: and x's quantizer).
   const bool phases = config.phase_events && path == kWsPath && !fp8;
   if (phases) MX_CUDA_CHECK(cudaEventRecord(config.phase_events[0], stream));
-  if (quantize_x && !wide_direct && path != kWsPath) {  // gate_up reads the quantize-dequantized x on every path
+  if (w.w4a4 && !fp8 && !config.x_quantized && !wide_direct) {  // gate_up reads the quantize-dequantized x on every path
     mxfp4_qdq_activations(x, s.xq, T, H, stream);
     x = s.xq;
   }
@@ -542,7 +540,7 @@ void fused_moe_decode(const MoeWeights& w, const uint16_t* x, const int* topk_id
     return launch_moe_prefill_fp8(w, x, T, topk, topk_weights, out, s, stream, w4a4_mma == 2 ? 2 : 4);
   if (path == kPrefillPath) return launch_moe_prefill(w, x, T, topk, topk_weights, out, s, stream);
   if (path == kWsPath)
-    return launch_moe_prefill_ws(w, x, quantize_x, s.xp, T, topk, topk_weights, out, s, stream, config);
+    return launch_moe_prefill_ws(w, x, s.xp, T, topk, topk_weights, out, s, stream, config);
   if (path == kWgmmaPath)
     return launch_moe_prefill_wgmma(w, x, s.xp, T, topk, topk_weights, out, s, stream);
   if (wide) {

@@ -92,10 +92,7 @@ static_assert(smem_bytes(false, kAdders) <= 227 * 1024, "shared memory of one SM
 // 256 consecutive rows of one K tile, so each of its chunk stores is 4 KB
 // contiguous (it was 8 K tiles x 32 rows: 512-byte runs, 0.44 ms at 8192
 // Kimi tokens for ~1 GB moved, about half the copy bandwidth).
-// kQuantize (W4A4): the row's two 32-blocks quantize-dequantized on the way
-// (x's own pass over T x H, ~0.1 ms at 8192 Kimi tokens, is then skipped).
 constexpr int kGatherRows = 256;
-template <bool kQuantize>
 __global__ void __launch_bounds__(kGatherRows) gather_pairs_kernel(const uint16_t* __restrict__ x,
                                                                   uint4* __restrict__ xs, MoeScratch s,
                                                                   int E, int H, int topk, int R) {
@@ -105,8 +102,44 @@ __global__ void __launch_bounds__(kGatherRows) gather_pairs_kernel(const uint16_
   const int token = s.sorted_pairs[i] / topk;
   uint32_t out[32];
   dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK), out);
-  if constexpr (kQuantize) dev::qdq_tile_mma_order(out);
   dev::store_row_tile_chunks(xs, j, R, i, out);
+}
+
+// W4A4: h quantize-dequantized per 32 along I in natural column order while
+// it sits in the chunk layout gate_up wrote. Thread = (row i, K tile j): the
+// tile's 64 values of row i are its 8 chunks; undoing gather_pairs_kernel's
+// word permutation gives natural words 0-15 (block 0) and 16-31 (block 1),
+// each quantized as mxfp4_qdq_activations does, then stored back in place.
+__global__ void __launch_bounds__(256) qdq_chunks_kernel(uint4* __restrict__ h, MoeScratch s, int E, int I, int R) {
+  const int i = blockIdx.x * 32 + (threadIdx.x & 31);
+  const int j = blockIdx.y * 8 + (threadIdx.x >> 5);
+  if (i >= s.offsets[E] || j >= I / kTileK) return;
+  uint32_t logical[32];
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const uint4 v = h[(size_t(j) * 8 + c) * R + i];
+    logical[4 * c] = v.x, logical[4 * c + 1] = v.y, logical[4 * c + 2] = v.z, logical[4 * c + 3] = v.w;
+  }
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    uint32_t amax = 0;
+#pragma unroll
+    for (int r = 16 * b; r < 16 * b + 16; ++r) {
+      const uint32_t w = logical[mma_word_of(r)];
+      amax = max(amax, max(w & 0x7FFFu, (w >> 16) & 0x7FFFu));
+    }
+    const int e_s = dev::qdq_scale_exponent(amax);
+    const float inv = dev::exp2_int(-e_s), scale = dev::exp2_int(e_s);
+#pragma unroll
+    for (int r = 16 * b; r < 16 * b + 16; ++r) {
+      uint32_t& w = logical[mma_word_of(r)];
+      w = uint32_t(dev::qdq_bf16(uint16_t(w), inv, scale)) | (uint32_t(dev::qdq_bf16(uint16_t(w >> 16), inv, scale)) << 16);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    h[(size_t(j) * 8 + c) * R + i] =
+        make_uint4(logical[4 * c], logical[4 * c + 1], logical[4 * c + 2], logical[4 * c + 3]);
 }
 
 // Keeps A fragments live up to here (a read, no new definition: a definition
@@ -415,7 +448,7 @@ void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config) {
                config.ws_down_epilogue, T, w.hidden);
 }
 
-void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, bool quantize_x, uint16_t* xp, int T, int topk,
+void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config) {
   const int E = w.experts, H = w.hidden, I = w.intermediate;  // checked: check_moe_prefill_ws
@@ -436,7 +469,6 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, bool quantize
   gu.out = out;
   gu.out_vec4 = int64_t(T) * H / 4;
   gu.weights = topk_weights;
-  gu.quantize_h = w.w4a4;  // down's input quantized per 32 by gate_up's epilogue (copy_out_h)
   set_maps(gu, w.w13_codes, w.w13_scales, E, xs);
   Params dn = gu;
   dn.N = H;
@@ -447,9 +479,8 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, bool quantize
   if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E, xs, c.gate_up_cluster);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);
-  const dim3 gather_grid(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK));
-  if (quantize_x) gather_pairs_kernel<true><<<gather_grid, kGatherRows, 0, stream>>>(x, xs, s, E, H, topk, R);
-  else gather_pairs_kernel<false><<<gather_grid, kGatherRows, 0, stream>>>(x, xs, s, E, H, topk, R);
+  gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
+                        stream>>>(x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
   record_phase(config, 3, stream);
   if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, ctas, stream);
@@ -457,6 +488,11 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, bool quantize
   else if (w.big_scales) launch_gate_up<true>(gu, c.deep, ctas, stream);
   else launch_gate_up<false>(gu, c.deep, ctas, stream);
   if (c.wide_gate_up) launch_tile_map(s, E, false, stream);  // down's 128-pair items
+  if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
+    qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
+        reinterpret_cast<uint4*>(s.h), s, E, I, R);
+    MX_CUDA_CHECK(cudaGetLastError());
+  }
   record_phase(config, 4, stream);
   if (c.dequant == 3) launch_down_ss(dn, w.big_scales, c.epilogue, ctas, stream);
   else if (w.big_scales) launch_down<true>(dn, c.epilogue, ctas, stream);

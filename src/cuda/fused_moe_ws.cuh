@@ -14,7 +14,6 @@
 #include <type_traits>
 
 #include "cuda/mxfp4_device.cuh"
-#include "cuda/mxfp4_qdq.cuh"
 #include "cuda/tma_copy.cuh"
 #include "cuda/mxfp4_internal.h"
 
@@ -98,7 +97,6 @@ struct Params {
   float* out;            // gate_up zeroes it, down accumulates into it ([T, H])
   int64_t out_vec4;      // gate_up: float4s of out to zero
   const float* weights;  // down: routing weight per pair
-  bool quantize_h;       // gate_up, W4A4: h quantize-dequantized per 32 on its way out (copy_out_h)
 };
 
 
@@ -291,36 +289,6 @@ __device__ __forceinline__ void zero_out_for_down(const Params& p) {
     o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// gate_up's copy-out of one item's staged h K tile (8 chunk planes `plane`
-// bytes apart, row n at n x 16 bytes in each) to h's K tile jh, whole 16-byte
-// rows, by `threads` threads from tid. W4A4 (p.quantize_h): a thread takes
-// a whole 64-wide row, quantize-dequantizes its two 32-blocks (down's input
-// as the reference quantizes it, in natural column order) and stores it;
-// before session 15 a separate pass over h did (qdq_chunks_kernel).
-__device__ __forceinline__ void copy_out_h(const Params& p, const Item& it, size_t jh, uint32_t staging,
-                                           int plane, int tid, int threads) {
-  uint4* const h = p.h + jh * 8 * p.R + it.start;
-  if (!p.quantize_h) {
-    for (int q = tid; q < 8 * it.count; q += threads) {
-      const int c = q / it.count, n = q - c * it.count;
-      h[size_t(c) * p.R + n] = dev::lds128(staging + c * plane + n * 16);
-    }
-    return;
-  }
-  for (int n = tid; n < it.count; n += threads) {
-    uint32_t words[32];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const uint4 v = dev::lds128(staging + c * plane + n * 16);
-      words[4 * c] = v.x, words[4 * c + 1] = v.y, words[4 * c + 2] = v.z, words[4 * c + 3] = v.w;
-    }
-    dev::qdq_tile_mma_order(words);
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-      h[size_t(c) * p.R + n] = make_uint4(words[4 * c], words[4 * c + 1], words[4 * c + 2], words[4 * c + 3]);
-  }
-}
-
 // gate_up epilogue of one consumer warpgroup: its 8 strips are the 64 h
 // columns of h's K tile 2 rb + wg. h = SiLU(gate) * up goes to the staging
 // area in the chunk layout, then out as whole 16-byte rows.
@@ -342,7 +310,11 @@ __device__ __forceinline__ void store_h(const Params& p, const Item& it, int wg,
       }
   }
   named_barrier(1 + wg, 128);
-  copy_out_h(p, it, size_t(it.rb) * 2 + wg, staging, kChunkBytes, tid, 128);
+  const size_t jh = size_t(it.rb) * 2 + wg;
+  for (int q = tid; q < 8 * it.count; q += 128) {
+    const int c = q / it.count, n = q - c * it.count;
+    p.h[(jh * 8 + c) * p.R + it.start + n] = dev::lds128(staging + c * kChunkBytes + n * 16);
+  }
 }
 
 // down epilogue: out[token, row] += weight * y, FP32 atomics.

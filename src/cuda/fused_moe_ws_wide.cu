@@ -179,7 +179,10 @@ __device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, ui
   stage_h<R0>(staging, wg * 32, 0, w, acc0);
   if constexpr (R1 > 0) stage_h<R1>(staging, wg * 32, kTilePairs, w, acc1);
   named_barrier(1, kThreads);
-  copy_out_h(p, it, size_t(it.rb), staging, kHChunk, threadIdx.x, kThreads);
+  for (int q = threadIdx.x; q < 8 * it.count; q += kThreads) {
+    const int c = q / it.count, n = q - c * it.count;
+    p.h[(size_t(it.rb) * 8 + c) * p.R + it.start + n] = dev::lds128(staging + c * kHChunk + n * 16);
+  }
 }
 
 template <int R0, int R1, bool kBig, int kCluster, int kS>

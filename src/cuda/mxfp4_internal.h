@@ -69,9 +69,8 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 // Prefill path on wgmma, warp-specialized and persistent (fused_moe_ws.cu,
 // MoeConfig::path 5): gathers x into xp in pair order (T * topk * H BF16),
 // then gate_up and down with A (weights) from registers and B from shared
-// memory through bulk tensor copies. W4A4: x quantized per 32 by the gather
-// when quantize_x (else it arrives quantized), h by gate_up's epilogue (per 32
-// in natural column order, in its chunk layout).
+// memory through bulk tensor copies. W4A4: x arrives quantized, h is
+// quantized per 32 (natural column order) in its chunk layout between the GEMMs.
 // config: MoeConfig::ws_down_epilogue, ws_gate_up_depth, ws_ctas. The shapes
 // it takes: check_moe_prefill_ws_shape (inside check_moe_prefill_ws, which
 // fused_moe_decode calls before its first launch; launch_moe_prefill_ws does
@@ -84,7 +83,7 @@ void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config);
 // BF16 (the adders' epilogue: MoeConfig::ws_down_epilogue 4-5, auto while
 // T x H < 2^32).
 bool moe_prefill_ws_rounds_y(const MoeConfig& config, int T, int H);
-void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, bool quantize_x, uint16_t* xp, int T, int topk,
+void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp, int T, int topk,
                            const float* topk_weights, float* out, const MoeScratch& s,
                            cudaStream_t stream, const MoeConfig& config);
 

@@ -1,7 +1,7 @@
 // The W4A4 activation quantize-dequantize of one 32-value block, shared by the
 // kernels that apply it to differently laid-out activations (mxfp4_prep.cu's
 // row-major qdq_kernel and fused_moe_decode.cu's x quantizer through qdq_quarter,
-// path 5's gather and gate_up epilogues in MMA word order): the reference
+// fused_moe_ws.cu's chunk layout): the reference
 // algorithm of ../shared/docs/mxfp4.md, bit-exact to host/mxfp4_reference.cc
 // (amax rounded up at mantissa >= 1.75, scale floor(log2) - 2 clamped to
 // [-127, 127], E2M1 round-half-even saturating at 6, the input's sign bit).
@@ -48,28 +48,6 @@ __device__ __forceinline__ uint4 qdq_quarter(uint4 v) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) oh[i] = qdq_bf16(h[i], inv, scale);
   return o;
-}
-
-// One row's 64-wide K tile (two 32-blocks) quantize-dequantized in place,
-// its 32 words held in MMA order (load_row_tile_mma_order: natural word r at
-// words[mma_word_of(r)]); blocks are natural words 0-15 and 16-31.
-__device__ __forceinline__ void qdq_tile_mma_order(uint32_t (&words)[32]) {
-#pragma unroll
-  for (int b = 0; b < 2; ++b) {
-    uint32_t amax = 0;
-#pragma unroll
-    for (int r = 16 * b; r < 16 * b + 16; ++r) {
-      const uint32_t w = words[mma_word_of(r)];
-      amax = max(amax, max(w & 0x7FFFu, (w >> 16) & 0x7FFFu));
-    }
-    const int e_s = qdq_scale_exponent(amax);
-    const float inv = exp2_int(-e_s), scale = exp2_int(e_s);
-#pragma unroll
-    for (int r = 16 * b; r < 16 * b + 16; ++r) {
-      uint32_t& w = words[mma_word_of(r)];
-      w = uint32_t(qdq_bf16(uint16_t(w), inv, scale)) | (uint32_t(qdq_bf16(uint16_t(w >> 16), inv, scale)) << 16);
-    }
-  }
 }
 
 }  // namespace mx::cuda::dev
