@@ -1,6 +1,8 @@
 # Sourced by the bench/mxfp4/prefill_s*_call.sh scripts (which set `out`):
 # the GPU's name and clocks into $out/gpu.txt, and
 #   bench NAME TIMEOUT ARGS...   mxfp4_bench --moe-prefill ARGS into $out/NAME.{jsonl,log}, its MoE rows printed.
+#   rows NAME ARGS...            ${bench:-mxfp4_bench} --moe-prefill ARGS (150 s at most), its MoE rows
+#                                without the graph rows, short columns.
 #   stalls NAME KERNEL_REGEX FILTER   ncu's per-instruction stall sampling of one launch at 8192 tokens,
 #                                     summarized by bench/mxfp4/ncu_source_stalls.py.
 mkdir -p "$out"
@@ -24,4 +26,12 @@ stalls() {
   python3 bench/mxfp4/ncu_source_stalls.py "$out/$name-sass.csv" 45 | tee "$out/$name-stalls.txt" | cut -c1-200
   rm -f "$out/$name.ncu-rep" "$out/$name-raw.txt"  # the device tool brings back a few files only
   xz -f "$out/$name-sass.csv"
+}
+rows() {
+  local name=$1
+  shift
+  timeout 150 "${bench:-mxfp4_bench}" --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
+    echo "$name: exit $?"
+  grep -E '^\| fused_moe' "$out/$name.log" | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
+    sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
 }

@@ -16,14 +16,6 @@
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
-rows() {  # rows NAME ARGS...: ${bench:-mxfp4_bench} --moe-prefill ARGS, MoE rows (no graph rows), short columns
-  local name=$1
-  shift
-  timeout 150 "${bench:-mxfp4_bench}" --moe-prefill --json "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||
-    echo "$name: exit $?"
-  grep -E '^\| fused_moe' "$out/$name.log" | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
-    sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
-}
 case $call in
   1)
     rows t512 --moe-tokens 512 --moe-only "auto|multicast|3 CTAs"
