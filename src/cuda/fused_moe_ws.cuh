@@ -565,8 +565,8 @@ void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cuda
 // fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
 // pairs (MoeConfig::ws_gate_up_items 2; the tile map must be in 256-pair
 // tiles). wide_params: gate_up's Params with 8-strip weight boxes and, for
-// `cluster` > 1 (B shared by clusters of 2 or 4 CTAs through TMA multicast,
-// MoeConfig::ws_gate_up_cluster), B boxes of a CTA's part of a K tile over `act`.
+// `cluster` 2 (B shared by 2-CTA clusters through TMA multicast,
+// MoeConfig::ws_gate_up_cluster), B boxes of a CTA's half of a K tile over `act`.
 Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
                    int cluster);
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
