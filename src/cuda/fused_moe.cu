@@ -147,7 +147,7 @@ __device__ void scatter_pairs(const int* __restrict__ ids, int p0, int p1, int E
   }
 }
 
-// The one-CTA router (up to kMultiRouteMinPairs pairs): counts, offsets, scatter.
+// The one-CTA router (below kMultiRouteMinPairs pairs): counts, offsets, scatter.
 __global__ void __launch_bounds__(kRouteThreads)
     route_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s, bool make_tiles) {
   __shared__ int counts[kRouteThreads];

@@ -85,6 +85,7 @@ struct Params {
   CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
   CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
+                       // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_b_maps)
   int N, K, R, topk;
   // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
   // wide gate_up: of the pairs past the first 128): false = 64 rows, true = 48

@@ -202,6 +202,8 @@ struct MoeConfig {
   int ws_gate_up_depth = 0;
   // Path 5's persistent CTAs per GEMM, 0 = one per SM. Checks set a few so that
   // every CTA runs several work items (the deferred epilogue across items).
+  // The wide gate_up on 2-CTA clusters (ws_gate_up_cluster) rounds it down to
+  // whole clusters (at least one) that fit on the GPU at once.
   int ws_ctas = 0;
   // Path 5, who dequantizes the weights: 1 = the MMA warps, into their A
   // registers (RS wgmma); 2 = in gate_up a dequant warpgroup writes BF16 A

@@ -494,6 +494,23 @@ void forced_kernel_cases(Harness& h) {
               gpu.fused_moe(gpu.to_device(x), mx, r), h.cpu_.fused_moe(x, mx, r), kBf16Rounding);
     }
   }
+  // The wide gate_up's 2-CTA clusters with each ring stage reused: H = 512 is
+  // 8 K tiles against the ring's 5 stages, so every stage goes back to both
+  // CTAs of a cluster and is refilled by both copy cursors (at H = 256 each
+  // CTA's one item has 4 K tiles and no stage is used twice). Added after
+  // session 15's review; first run in the next GPU session.
+  {
+    opt.moe_path = parse_moe_kernel("prefill-ws");
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    const int64_t H2 = 512, T = 768;
+    std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
+    RoutingParams p;
+    p.top_k = k, p.routed_scaling_factor = 2.5f;
+    MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
+    Tensor x = bf16_rounded(random_f32({T, H2}));
+    h.check("fused_moe", fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{} (cluster stages reused)", T, E, k, H2, I),
+            gpu.fused_moe(gpu.to_device(x), mx2, r), h.cpu_.fused_moe(x, mx2, r), kBf16Rounding);
+  }
 }
 
 // The dense GEMM inside CUDA graphs as decode steps record it, on a weight
