@@ -446,8 +446,11 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
 }
 // One arrival on the barrier at shared-memory offset `bar` of CTA `rank` of
 // the cluster (this CTA's own included). Default semantics (release, CTA
-// scope), as CUTLASS's consumer release: a cluster-scope release would also
-// wait for the thread's earlier global stores.
+// scope), as CUTLASS's consumer release: a cluster-scope release compiles to
+// a MEMBAR.ALL.GPU first (session 12's version, 55% slower). The PTX memory
+// model would ask for cluster scope to order this with the peer's copy into
+// the stage; the hazard is write-after-read on shared-memory reads that
+// wgmma.wait_group has already completed.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
