@@ -139,6 +139,18 @@ __device__ int route_offsets(int c, int E, const MoeScratch& s, bool make_tiles,
   return end - c;
 }
 
+// Pairs [p0, p1) counted per expert into counts (shared, one per thread;
+// zeroed here), the whole CTA.
+__device__ void count_pairs(const int* __restrict__ ids, int p0, int p1, int E, int* counts) {
+  counts[threadIdx.x] = 0;
+  __syncthreads();
+  for (int p = p0 + int(threadIdx.x); p < p1; p += kRouteThreads) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+}
+
 // Pairs [p0, p1) into sorted_pairs from each expert's cursor (shared).
 __device__ void scatter_pairs(const int* __restrict__ ids, int p0, int p1, int E, const MoeScratch& s, int* cursor) {
   for (int p = p0 + int(threadIdx.x); p < p1; p += kRouteThreads) {
@@ -153,15 +165,8 @@ __global__ void __launch_bounds__(kRouteThreads)
   __shared__ int counts[kRouteThreads];
   __shared__ int cursor[kRouteThreads];
   __shared__ int warp_sums[32];
-  const int tid = threadIdx.x;
-  counts[tid] = 0;
-  __syncthreads();
-  for (int p = tid; p < pairs; p += kRouteThreads) {
-    const int e = ids[p];
-    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
-  }
-  __syncthreads();
-  cursor[tid] = route_offsets(counts[tid], E, s, make_tiles, warp_sums);
+  count_pairs(ids, 0, pairs, E, counts);
+  cursor[threadIdx.x] = route_offsets(counts[threadIdx.x], E, s, make_tiles, warp_sums);
   __syncthreads();
   scatter_pairs(ids, 0, pairs, E, s, cursor);
 }
@@ -178,14 +183,7 @@ __global__ void __launch_bounds__(kRouteThreads)
     route_count_kernel(const int* __restrict__ ids, int pairs, int E, MoeScratch s) {
   __shared__ int counts[kRouteThreads];
   const int b = blockIdx.x;
-  counts[threadIdx.x] = 0;
-  __syncthreads();
-  const int p0 = route_slice_begin(pairs, b), p1 = route_slice_begin(pairs, b + 1);
-  for (int p = p0 + int(threadIdx.x); p < p1; p += kRouteThreads) {
-    const int e = ids[p];
-    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
-  }
-  __syncthreads();
+  count_pairs(ids, route_slice_begin(pairs, b), route_slice_begin(pairs, b + 1), E, counts);
   if (int(threadIdx.x) < E) s.block_counts[size_t(b) * E + threadIdx.x] = counts[threadIdx.x];
 }
 __global__ void __launch_bounds__(kRouteThreads)

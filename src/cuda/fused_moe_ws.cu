@@ -346,30 +346,23 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   if constexpr (kDefer != 0 && !kUseAdders) pending.finish(p, 0);
 }
 
-}  // namespace
-
-void ws::set_b_maps(Params& p, const void* act, int cluster) {
-  const int KT = p.K / kTileK;
-  // Boxes of `rows` pair rows (16 bytes = two 8-byte elements each) x 8 / cluster chunks.
-  const auto act_rows = [&](int rows) {
-    return tensor_map_2d("fused_moe_decode", act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8 / cluster);
-  };
-  p.act128 = act_rows(128);
-  p.act64 = act_rows(64);
-  p.act48 = act_rows(48);
-}
-
-namespace {
-
 // Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] and B
-// [K / 64 * 8 chunks][R rows x 16 bytes].
-void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int experts, const void* act) {
+// [K / 64 * 8 chunks][R rows x 16 bytes], B's boxes 8 / b_cluster chunks deep
+// (copy_b: each CTA of a cluster copies its part).
+void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
+              int b_cluster = 1) {
   const int KT = p.K / kTileK;
   const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
   constexpr const char* who = "fused_moe_decode";
   p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
   p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
-  set_b_maps(p, act, 1);
+  // B boxes of `rows` pair rows (16 bytes = two 8-byte elements each).
+  const auto act_rows = [&](int rows) {
+    return tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8 / b_cluster);
+  };
+  p.act128 = act_rows(128);
+  p.act64 = act_rows(64);
+  p.act48 = act_rows(48);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
@@ -469,14 +462,14 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   gu.out = out;
   gu.out_vec4 = int64_t(T) * H / 4;
   gu.weights = topk_weights;
-  set_maps(gu, w.w13_codes, w.w13_scales, E, xs);
+  set_maps(gu, w.w13_codes, w.w13_scales, E, xs, c.gate_up_cluster);
   Params dn = gu;
   dn.N = H;
   dn.K = I;
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   gu.fine_boxes = c.fine_gate_up;
   dn.fine_boxes = c.fine_down;
-  if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E, xs, c.gate_up_cluster);
+  if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);
   gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,

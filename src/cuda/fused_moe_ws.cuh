@@ -85,7 +85,7 @@ struct Params {
   CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
   CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
-                       // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_b_maps)
+                       // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_maps)
   int N, K, R, topk;
   // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
   // wide gate_up: of the pairs past the first 128): false = 64 rows, true = 48
@@ -168,8 +168,8 @@ struct RingPosition {
 // (the wide gate_up, MoeConfig::ws_gate_up_cluster; 1 = none): each CTA's
 // copy cursor copies chunks c rank .. c rank + c - 1 (c = 8 / kCluster) of
 // every B stage, at their place in the box's chunk-major layout, into every
-// CTA of the cluster by TMA multicast (set_b_maps made B's boxes c chunks
-// deep), so B is read from L2 kCluster times less often. The persistent
+// CTA of the cluster by TMA multicast (set_maps, fused_moe_ws.cu, made B's
+// boxes c chunks deep), so B is read from L2 kCluster times less often. The persistent
 // stepping item += gridDim.x keeps a cluster's CTAs on one tile: the grid and
 // row_blocks are multiples of kCluster. A stage is refilled once the MMA
 // warps of every CTA gave it back: lane i of each warp arrives on CTA i's
@@ -552,10 +552,6 @@ __device__ __forceinline__ void run_adders(const Params& p, uint32_t packed, int
   }
 }
 
-// B's tensor maps (act128, act64, act48) over `act` ([K / 64 x 8 chunks][R x
-// 16 bytes]) with boxes of 8 / cluster chunks (copy_b).
-void set_b_maps(Params& p, const void* act, int cluster);
-
 // fused_moe_ws_ss.cu: gate_up and down with a dequant warpgroup feeding SS
 // wgmma (MoeConfig::ws_dequant 2 and 3). down_epilogue: 1 = FP32 atomics after
 // each item, else the deferred adds of the first 8 steps (the A ring leaves
@@ -565,11 +561,9 @@ void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cuda
 
 // fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
 // pairs (MoeConfig::ws_gate_up_items 2; the tile map must be in 256-pair
-// tiles). wide_params: gate_up's Params with 8-strip weight boxes and, for
-// `cluster` 2 (B shared by 2-CTA clusters through TMA multicast,
-// MoeConfig::ws_gate_up_cluster), B boxes of a CTA's half of a K tile over `act`.
-Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
-                   int cluster);
+// tiles). wide_params: gate_up's Params with 8-strip weight boxes (B's
+// maps as set_maps made them: with `cluster` 2, boxes of half a K tile).
+Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts);
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

@@ -257,15 +257,13 @@ void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
 
 }  // namespace
 
-Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
-                   int cluster) {
+Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts) {
   Params p = gemm;
   const int KT = p.K / kTileK;
   const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
   constexpr const char* who = "fused_moe_decode";
   p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kWideStrips);
   p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kWideStrips);
-  if (cluster > 1) set_b_maps(p, act, cluster);
   return p;
 }
 
