@@ -164,7 +164,7 @@ __device__ __forceinline__ void use_registers(const uint32_t (&a)[4][4]) {
 template <int kS, int kCols, bool kBig, class Pending>
 __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uint32_t bars, int wg,
                                              int& st, uint32_t& phase, Pending& pending,
-                                             float (&acc)[2][64], int rows, int j_begin = 0) {
+                                             float (&acc)[2][64], int j_begin = 0) {
   const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kTileK;
   uint32_t a[2][4][4];
@@ -189,7 +189,7 @@ __device__ __forceinline__ void consume_item(const Params& p, uint32_t base, uin
       dev::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        wgmma_box<kCols>(acc[m], a[m][kk], sb, kk, rows);
+        dev::wgmma_rs_bf16_cols<kCols>(acc[m], a[m][kk], b_desc_rows<kCols>(sb + kk * kCols * 32));
       dev::wgmma_commit();
       if (m == 1) pending.step(p, j);  // its REDs issue while both groups run
       dev::wgmma_wait<1>();
@@ -271,7 +271,7 @@ __device__ __forceinline__ void consume_item_deep(const Params& p, uint32_t base
 #pragma unroll
   for (int b = 0; b < 3; ++b) use_registers(a[b]);
   if (prev >= 0 && lane == 0) dev::mbar_arrive(bars + 8 * (kS + prev));
-  consume_item<kS, kCols, kBig>(p, base, bars, wg, st, phase, pending, acc, kCols, KT3);
+  consume_item<kS, kCols, kBig>(p, base, bars, wg, st, phase, pending, acc, KT3);
 }
 
 // kDeep: the K loop of consume_item_deep (3 A buffers, wait_group 2).
@@ -324,17 +324,17 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[m][i] = 0.f;
-    const int rows = box_rows(it.count, p.fine_boxes, p.step_boxes);
-    with_box_rows<!kDeep, false>(rows, [&](auto cols) {
+    const int rows = box_rows(it.count, p.fine_boxes);
+    with_box_rows<!kDeep>(rows, [&](auto cols) {
       if constexpr (kDeep) consume_item_deep<kS, cols.value, kBig>(p, base, bars, c, st, phase, pending, acc);
-      else consume_item<kS, cols.value, kBig>(p, base, bars, c, st, phase, pending, acc, rows);
+      else consume_item<kS, cols.value, kBig>(p, base, bars, c, st, phase, pending, acc);
     });
     if constexpr (kGateUp) {
       store_h(p, it, c, staging + c * kStagingBytes, acc);
     } else if constexpr (kUseAdders) {
       dev::mbar_wait_parity(adder_bars + 8, drained_phase ^ 1);  // the adders read the last item
       drained_phase ^= 1;
-      with_box_rows<!kDeep, false>(rows, [&](auto cols) { pack_results<cols.value>(staging, c, acc, rows); });
+      with_box_rows<!kDeep>(rows, [&](auto cols) { pack_results<cols.value>(staging, c, acc); });
       dev::mbar_arrive(adder_bars);
     } else if constexpr (kDefer != 0) {
       pending.finish(p, p.K / kTileK);  // steps the K loop had no tile for
@@ -360,7 +360,9 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   const auto act_rows = [&](int rows) {
     return tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8 / b_cluster);
   };
-  for (int i = 0; i < kBoxMaps; ++i) p.act[i] = act_rows(kBoxStep * (i + 1));
+  p.act128 = act_rows(128);
+  p.act64 = act_rows(64);
+  p.act48 = act_rows(48);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
@@ -368,10 +370,6 @@ void launch_ws(const Params& p, int ctas, cudaStream_t stream) {
   // The kernels with two wgmma groups in flight compile 64- and 128-row B
   // boxes only (WsChoices keeps fine_boxes from them; CPU tests check it).
   MX_CHECK(!kDeep || !p.fine_boxes, "fused_moe_decode: 48-row B boxes asked of a kernel without them");
-  // Partial tiles in 8-row steps are the wide gate_up's only: down's K loop
-  // with wgmma_box_pieces made ptxas serialize its wgmmas (C7511), at 232 or
-  // 240 registers, with or without the 8-column piece.
-  MX_CHECK(!p.step_boxes, "fused_moe_decode: B boxes in 8-row steps asked of a 256-row kernel");
   constexpr int kSmem = smem_bytes(kGateUp, kDefer);
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
@@ -471,7 +469,6 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   gu.fine_boxes = c.fine_gate_up;
   dn.fine_boxes = c.fine_down;
-  gu.step_boxes = c.step_gate_up;
   if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);

@@ -16,16 +16,10 @@
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/tma_copy.cuh"
 #include "cuda/mxfp4_internal.h"
-#include "cuda/wgmma_rs_narrow.cuh"
 
 namespace mx::cuda::ws {
 
 constexpr int kTilePairs = 128;                      // B columns per item
-// B box rows: every multiple of kBoxStep up to kTilePairs has a tensor map.
-constexpr int kBoxStep = 8, kBoxMaps = kTilePairs / kBoxStep;
-// The wgmma "width" of a box run as pieces (wgmma_box_pieces), and the
-// accumulator floats its pieces take.
-constexpr int kPieces = 0, kPieceFloats = 60;
 constexpr int kItemStrips = 16;                      // weight strips per item
 constexpr int kItemRows = kItemStrips * kStripRows;  // 256
 // Two MMA warpgroups (threads 0..255). The RS kernels add a producer
@@ -88,10 +82,10 @@ __device__ __forceinline__ uint64_t b_desc_rows(uint32_t addr) {
 struct Params {
   CUtensorMap codes;   // [strips of all experts][K / 64 x 512 bytes], box 16 strips x 512 B
   CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box 16 x 32 B
-  // B: [K / 64 x 8 chunks][R x 16 bytes], act[i] in boxes of 8 chunks x
-  // 16 (i + 1) rows (the wide gate_up on 2-CTA clusters: boxes of 4 chunks,
-  // set_maps); act_box picks one.
-  CUtensorMap act[kBoxMaps];
+  CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
+  CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
+  CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
+                       // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_maps)
   int N, K, R, topk;
   // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
   // wide gate_up: of the pairs past the first 128): false = 64 rows, true = 48
@@ -99,10 +93,6 @@ struct Params {
   // wgmma groups in flight or the SS kernels: a 48-row K loop made ptxas
   // serialize the deep kernels' wgmmas (C7512), and the SS MMA loop has none.
   bool fine_boxes;
-  // B boxes (and wgmma widths) of partial tiles in steps of 8 pair rows
-  // (MoeConfig::ws_box_rows 3; box_rows, wgmma_box_pieces): the wide gate_up
-  // only.
-  bool step_boxes;
   MoeScratch s;
   uint4* h;              // gate_up: output in the chunk layout, [I / 64][8][R]
   float* out;            // gate_up zeroes it, down accumulates into it ([T, H])
@@ -121,86 +111,21 @@ struct Item {
 // partial tile of ~43; rounded to 64, 14% of the MMAs and B copies were
 // padding (8% now). (32-row boxes too made ptxas serialize the wgmmas, C7512, of
 // down's and the wide gate_up's kernels: one K loop per width is inlined.)
-__device__ __forceinline__ int box_rows(int count, bool fine, bool step) {
-  if (step) return (count + kBoxStep - 1) / kBoxStep * kBoxStep;  // wgmma_box_pieces
+__device__ __forceinline__ int box_rows(int count, bool fine) {
   if (count > 64) return 128;
   return fine && count <= 48 ? 48 : 64;
 }
 __device__ __forceinline__ const CUtensorMap& act_box(const Params& p, int rows) {
-  return p.act[rows / kBoxStep - 1];
+  return rows == 128 ? p.act128 : rows == 64 ? p.act64 : p.act48;
 }
-// f(std::integral_constant<int, cols>) for rows = box_rows(count, kFine,
-// kStep): one instantiation of an item's K loop per wgmma width, cols =
-// rows, except that kStep runs every box under 128 rows as kPieces.
-template <bool kFine, bool kStep, class F>
+// f(std::integral_constant<int, rows>) for rows = box_rows(count, kFine):
+// one instantiation of an item's K loop per box width.
+template <bool kFine, class F>
 __device__ __forceinline__ void with_box_rows(int rows, F&& f) {
-  if (rows == 128) {
-    f(std::integral_constant<int, 128>{});
-  } else if constexpr (kStep) {
-    f(std::integral_constant<int, kPieces>{});
-  } else {
-    if (!kFine || rows == 64) f(std::integral_constant<int, 64>{});
-    else f(std::integral_constant<int, 48>{});
-  }
+  if (rows == 128) f(std::integral_constant<int, 128>{});
+  else if (!kFine || rows == 64) f(std::integral_constant<int, 64>{});
+  else f(std::integral_constant<int, 48>{});
 }
-
-// Partial tiles in 8-row steps (Params::step_boxes): a box of `rows` = 8..120
-// pair rows is multiplied as guarded wgmmas of 64, 32, 16 and 8 columns (the
-// bits of rows), each on its own slice of one accumulator array: floats 0,
-// 32, 48 and 56 (the columns 0, 64, 96 and 112 of an n = 128 fragment). So
-// one K loop serves every width: an instantiated loop per width made ptxas
-// serialize the wgmmas (C7512) from a fifth width on (a 16-row step needs 7).
-// Padding at 8192 Kimi tokens (an expert's ~171 pairs = 128 + ~43): 2% of
-// the MMAs, against 8% with boxes of 48, 64 or 128 rows.
-// Descriptor of a box whose chunks are `rows` rows apart (b_desc_rows with
-// the box's rows at run time). Made next to its wgmma (volatile): hoisted
-// out of the K loop, the 16 descriptors of down's pieces took the registers
-// its wgmma pipeline needs (C7511).
-__device__ __forceinline__ uint64_t b_desc_box(uint32_t addr, int rows) {
-  uint32_t lo;
-  asm volatile(
-      "{\n.reg .b32 a, l;\nbfe.u32 a, %1, 4, 14;\nshl.b32 l, %2, 16;\nor.b32 %0, a, l;\n}\n"
-      : "=r"(lo)
-      : "r"(addr), "r"(rows));
-  return uint64_t(lo) | (uint64_t(128 >> 4) << 32);
-}
-template <int kOffset, int kCount, int N>
-__device__ __forceinline__ float (&acc_slice(float (&acc)[N]))[kCount] {
-  static_assert(kOffset + kCount <= N, "accumulator slice out of the array");
-  return *reinterpret_cast<float(*)[kCount]>(&acc[kOffset]);
-}
-// acc += A x the box's K step kk (16 K values: 2 chunks), the box at `box`.
-template <int N>
-__device__ __forceinline__ void wgmma_box_pieces(float (&acc)[N], const uint32_t (&a)[4], uint32_t box, int kk,
-                                                 int rows) {
-  const uint32_t b = box + kk * rows * 32;
-  dev::wgmma_rs_bf16_n64_if(rows & 64, acc_slice<0, 32>(acc), a, b_desc_box(b, rows));
-  dev::wgmma_rs_bf16_n32_if(rows & 32, acc_slice<32, 16>(acc), a, b_desc_box(b + (rows & 64) * 16, rows));
-  dev::wgmma_rs_bf16_n16_if(rows & 16, acc_slice<48, 8>(acc), a, b_desc_box(b + (rows & 96) * 16, rows));
-  dev::wgmma_rs_bf16_n8_if(rows & 8, acc_slice<56, 4>(acc), a, b_desc_box(b + (rows & 112) * 16, rows));
-}
-// The same for a compiled width kCols, or kPieces.
-template <int kCols, int N>
-__device__ __forceinline__ void wgmma_box(float (&acc)[N], const uint32_t (&a)[4], uint32_t box, int kk, int rows) {
-  if constexpr (kCols == kPieces) wgmma_box_pieces(acc, a, box, kk, rows);
-  else dev::wgmma_rs_bf16_cols<kCols>(acc, a, b_desc_rows<kCols>(box + kk * kCols * 32));
-}
-// Columns 8 nb .. 8 nb + 7 of an accumulator fragment (floats 4 nb .. 4 nb +
-// 3): the pair of the item they hold (-1: none), for a box of `rows` run as
-// kCols (kPieces: the slices above).
-template <int kCols>
-__device__ __forceinline__ int pair_of_block(int nb, int rows) {
-  if constexpr (kCols != kPieces) {
-    return 8 * nb;
-  } else {
-    const int col = 8 * nb;
-    const int piece = col < 64 ? 64 : col < 96 ? 32 : col < 112 ? 16 : 8;
-    if (!(rows & piece)) return -1;
-    return (rows & ~(2 * piece - 1) & 127) + (col & (piece - 1));
-  }
-}
-// Floats of the fragment an item's epilogue reads.
-constexpr int fragment_floats(int kCols) { return kCols == kPieces ? kPieceFloats : kCols / 2; }
 
 // Item `item` of a tile map in tiles of up to kPairs pairs (kTilePairs here,
 // twice that for the wide gate_up items of fused_moe_ws_wide.cu).
@@ -291,7 +216,7 @@ struct Producer {
     const Item it = item_at(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kItemStrips;
     start = it.start;
-    rows = box_rows(it.count, p.fine_boxes, p.step_boxes);
+    rows = box_rows(it.count, p.fine_boxes);
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
@@ -544,27 +469,24 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
 // MMA warps: the first kFloats accumulators of one m64 fragment into the
 // packed area. acc[4 nb + j] is pair 8 nb + 2 t + j at row r (this lane's
 // row g of its strip), acc[4 nb + 2 + j] the same at row r + 8.
-// kCols: the item's wgmma width (kPieces: pair_of_block), `rows` its box.
-template <class Area, int kCols, int N>
-__device__ __forceinline__ void pack_fragment(uint32_t packed, int r, const float (&acc)[N], int rows) {
+template <class Area, int kFloats, int N>
+__device__ __forceinline__ void pack_fragment(uint32_t packed, int r, const float (&acc)[N]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int nb = 0; nb < fragment_floats(kCols) / 4; ++nb) {
-    const int pair = pair_of_block<kCols>(nb, rows);
-    if (pair < 0) continue;
-    const uint32_t a = Area::word(packed, pair / 2 + t, r);
+  for (int nb = 0; nb < kFloats / 4; ++nb) {
+    const uint32_t a = Area::word(packed, nb * 4 + t, r);
     sts32(a, bf16x2_bits(acc[4 * nb], acc[4 * nb + 1]));
     sts32(a + 8 * 4, bf16x2_bits(acc[4 * nb + 2], acc[4 * nb + 3]));
   }
 }
 
-// The 256-row items' results (the box's `rows` pairs): strip (wg, m, w).
+// The 256-row items' results (the first kCols pairs): strip (wg, m, w).
 template <int kCols>
-__device__ __forceinline__ void pack_results(uint32_t packed, int wg, const float (&acc)[2][64], int rows) {
+__device__ __forceinline__ void pack_results(uint32_t packed, int wg, const float (&acc)[2][64]) {
   const int w = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int m = 0; m < 2; ++m)
-    pack_fragment<DownArea, kCols>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, acc[m], rows);
+    pack_fragment<DownArea, kCols / 2>(packed, (wg * 8 + m * 4 + w) * kStripRows + g, acc[m]);
 }
 
 __device__ __forceinline__ void red_add_v4(float* o, float a, float b, float c, float d) {

@@ -336,13 +336,13 @@ void launch_ss(const Params& p, int ctas, cudaStream_t stream) {
 
 void launch_gate_up_ss(const Params& p, bool big, int ctas, cudaStream_t stream) {
   // Its MMA loop reads 64- and 128-row B boxes only (Producer follows fine_boxes).
-  MX_CHECK(!p.fine_boxes && !p.step_boxes, "fused_moe_decode: 48-row or 8-row-step B boxes asked of the SS kernel");
+  MX_CHECK(!p.fine_boxes, "fused_moe_decode: 48-row B boxes asked of the SS kernel");
   if (big) launch_ss<true, true, 0>(p, ctas, stream);
   else launch_ss<true, false, 0>(p, ctas, stream);
 }
 
 void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cudaStream_t stream) {
-  MX_CHECK(!p.fine_boxes && !p.step_boxes, "fused_moe_decode: 48-row or 8-row-step B boxes asked of the SS kernel");
+  MX_CHECK(!p.fine_boxes, "fused_moe_decode: 48-row B boxes asked of the SS kernel");
   if (down_epilogue == 1) {
     if (big) launch_ss<false, true, 0>(p, ctas, stream);
     else launch_ss<false, false, 0>(p, ctas, stream);

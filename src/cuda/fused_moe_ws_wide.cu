@@ -67,11 +67,8 @@ static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for
 // 64 or 128. (Session 8 rounded the second box to 32 with n = 32 and 96:
 // C7512 or spills, not run.)
 __device__ __forceinline__ int rows_second(const Params& p, int count) {
-  return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes, p.step_boxes) : 0;
+  return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes) : 0;
 }
-
-// R1 of an item of <= 128 pairs (kPieces is 0).
-constexpr int kNoSecondBox = -1;
 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
 // fused_moe_ws.cuh, with the wide stage layout), kS stages; B shared by a
@@ -102,7 +99,7 @@ struct WideProducer {
     const uint32_t sb = base + st * kWideStageBytes;
     dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
     dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    copy_b<kCluster>(sb, act_box(p, kTilePairs), kTilePairs, start, j, full);
+    copy_b<kCluster>(sb, p.act128, kTilePairs, start, j, full);
     if (rows1) copy_b<kCluster>(sb + kHalfB, act_box(p, rows1), rows1, start + kTilePairs, j, full);
     at.advance(*this, p, items, row_blocks);
   }
@@ -113,7 +110,7 @@ struct WideProducer {
 // previous one runs (wait_group 1, 2 A buffers); the stage of tile j - 1 is
 // given back once its group retired.
 template <int kS, int R0, int R1, bool kBig, int kCluster, int N0, int N1>
-__device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip, int rows1,
+__device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip,
                                              int& st, uint32_t& phase, float (&acc0)[N0], float (&acc1)[N1]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kTileK;
@@ -135,9 +132,10 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
         dev::wgmma_rs_bf16_cols<R0>(acc0, a[u][kk], b_desc_rows<R0>(sb + kk * R0 * 32));
-      if constexpr (R1 != kNoSecondBox) {
+      if constexpr (R1 > 0) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma_box<R1>(acc1, a[u][kk], sb + kHalfB, kk, rows1);
+        for (int kk = 0; kk < 4; ++kk)
+          dev::wgmma_rs_bf16_cols<R1>(acc1, a[u][kk], b_desc_rows<R1>(sb + kHalfB + kk * R1 * 32));
       }
       dev::wgmma_commit();
       dev::wgmma_wait<1>();
@@ -158,33 +156,28 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
 // h = SiLU(gate) * up of the item's 8 strips (h's K tile rb) into the shared
 // staging area in the chunk layout, then to h as whole 16-byte rows. Both
 // warpgroups write every chunk, so the barriers span the CTA.
-// kCols: the box's wgmma width (kPieces: pair_of_block), `rows` its rows.
-template <int kCols, int N>
-__device__ __forceinline__ void stage_h(uint32_t staging, int col_base, int pair0, int w, const float (&acc)[N],
-                                        int rows) {
+template <int kRows, int N>
+__device__ __forceinline__ void stage_h(uint32_t staging, int col_base, int pair0, int w, const float (&acc)[N]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int lc = mma_logical_col(col_base + w * 8 + g);
   const uint32_t col = staging + (lc >> 3) * kHChunk + (lc & 7) * 2;
 #pragma unroll
-  for (int nb = 0; nb < fragment_floats(kCols) / 4; ++nb) {
-    const int pair = pair_of_block<kCols>(nb, rows);
-    if (pair < 0) continue;
+  for (int nb = 0; nb < kRows / 8; ++nb)
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const float gate = acc[4 * nb + j], up = acc[4 * nb + 2 + j];
       const float silu = gate / (1.f + __expf(-gate));
-      sts16(col + (pair0 + pair + 2 * t + j) * 16, dev::float_to_bf16_bits(silu * up));
+      sts16(col + (pair0 + nb * 8 + 2 * t + j) * 16, dev::float_to_bf16_bits(silu * up));
     }
-  }
 }
 
 template <int R0, int R1, int N0, int N1>
 __device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, uint32_t staging,
-                                             const float (&acc0)[N0], const float (&acc1)[N1], int rows1) {
+                                             const float (&acc0)[N0], const float (&acc1)[N1]) {
   const int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
   named_barrier(1, kThreads);  // the previous item's copy-out has read the staging area
-  stage_h<R0>(staging, wg * 32, 0, w, acc0, R0);
-  if constexpr (R1 != kNoSecondBox) stage_h<R1>(staging, wg * 32, kTilePairs, w, acc1, rows1);
+  stage_h<R0>(staging, wg * 32, 0, w, acc0);
+  if constexpr (R1 > 0) stage_h<R1>(staging, wg * 32, kTilePairs, w, acc1);
   named_barrier(1, kThreads);
   for (int q = threadIdx.x; q < 8 * it.count; q += kThreads) {
     const int c = q / it.count, n = q - c * it.count;
@@ -193,19 +186,18 @@ __device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, ui
 }
 
 template <int R0, int R1, bool kBig, int kCluster, int kS>
-__device__ __forceinline__ void run_item(const Params& p, const Item& it, int rows1, uint32_t base, uint32_t bars,
+__device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32_t base, uint32_t bars,
                                          uint32_t staging, int& st, uint32_t& phase) {
   const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
   // Accumulators sized to the item's boxes (an unused tail of a 64-float
   // array made ptxas serialize the wgmmas: C7512).
-  constexpr int kFloats1 = R1 == kNoSecondBox ? 1 : fragment_floats(R1);
-  float acc0[R0 / 2], acc1[kFloats1];
+  float acc0[R0 / 2], acc1[R1 > 0 ? R1 / 2 : 1];
 #pragma unroll
   for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
 #pragma unroll
-  for (int i = 0; i < kFloats1; ++i) acc1[i] = 0.f;
-  consume_wide<kS, R0, R1, kBig, kCluster>(p, base, bars, strip, rows1, st, phase, acc0, acc1);
-  store_h_wide<R0, R1>(p, it, staging, acc0, acc1, rows1);
+  for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
+  consume_wide<kS, R0, R1, kBig, kCluster>(p, base, bars, strip, st, phase, acc0, acc1);
+  store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
 template <bool kBig, int kCluster>
@@ -238,12 +230,11 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     const int rows1 = rows_second(p, it.count);
-#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, rows1, base, bars, staging, st, phase)
-    if (rows1 == 0) MX_WIDE_ITEM(128, kNoSecondBox);
-    else if (rows1 == 128) MX_WIDE_ITEM(128, 128);
-    else if (p.step_boxes) MX_WIDE_ITEM(128, kPieces);
+#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase)
+    if (rows1 == 128) MX_WIDE_ITEM(128, 128);
     else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
-    else MX_WIDE_ITEM(128, 48);
+    else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
+    else MX_WIDE_ITEM(128, 0);
 #undef MX_WIDE_ITEM
   }
   if constexpr (kCluster > 1) dev::cluster_sync();

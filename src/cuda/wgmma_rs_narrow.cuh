@@ -1,6 +1,6 @@
 // Narrow BF16 warpgroup MMAs with A from registers (RS form), for few tokens
 // and for the MoE prefill's partial pair tiles: wgmma.m64n16k16, m64n32k16 and
-// m64n48k16, and guarded n = 8..64 (wgmma_rs.cuh has n = 64..256). Same operand
+// m64n48k16 (wgmma_rs.cuh has n = 64..256). Same operand
 // conventions as wgmma_rs.cuh: d is the accumulator fragment of m64nNk16
 // (N / 2 floats per thread: d[4 i + c] = row g + 8 (c >> 1) of the warp's 16,
 // column 8 i + 2 t + (c & 1)), a the per-warp A fragment of mma.m16n8k16, B
@@ -44,62 +44,6 @@ __device__ __forceinline__ void wgmma_rs_bf16_n48(float (&d)[24], const uint32_t
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
-      : "memory");
-}
-
-// Guarded forms, issued or skipped by the whole warpgroup (`on` uniform):
-// the MoE prefill's partial pair tiles in 8-row steps, as pieces of 64, 32,
-// 16 and 8 columns from one K loop (wgmma_box_pieces, fused_moe_ws.cuh). A
-// guard, not a branch: ptxas would serialize a K loop per width (C7512).
-__device__ __forceinline__ void wgmma_rs_bf16_n8_if(bool on, float (&d)[4], const uint32_t (&a)[4],
-                                                    uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p, on;\nsetp.ne.b32 p, 1, 0;\nsetp.ne.b32 on, %9, 0;\n"
-      "@on wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(on))
-      : "memory");
-}
-
-__device__ __forceinline__ void wgmma_rs_bf16_n16_if(bool on, float (&d)[8], const uint32_t (&a)[4],
-                                                    uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p, on;\nsetp.ne.b32 p, 1, 0;\nsetp.ne.b32 on, %13, 0;\n"
-      "@on wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
-      "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(on))
-      : "memory");
-}
-
-__device__ __forceinline__ void wgmma_rs_bf16_n32_if(bool on, float (&d)[16], const uint32_t (&a)[4],
-                                                    uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p, on;\nsetp.ne.b32 p, 1, 0;\nsetp.ne.b32 on, %21, 0;\n"
-      "@on wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(on))
-      : "memory");
-}
-
-__device__ __forceinline__ void wgmma_rs_bf16_n64_if(bool on, float (&d)[32], const uint32_t (&a)[4],
-                                                    uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p, on;\nsetp.ne.b32 p, 1, 0;\nsetp.ne.b32 on, %37, 0;\n"
-      "@on wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(on))
       : "memory");
 }
 

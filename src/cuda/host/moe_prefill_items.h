@@ -67,10 +67,8 @@ inline int auto_gate_up_depth(long long pairs, long long experts) {
 constexpr int kAutoDequant = 1;
 
 // MoeConfig::ws_box_rows when 0: 2 = B boxes (and wgmma widths) of 48 pair
-// rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14);
-// 3 = as 2, and the wide gate_up's pairs past 128 in 8-row steps
-// (wgmma_box_pieces, session 16).
-constexpr int kAutoBoxRows = 3;
+// rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14).
+constexpr int kAutoBoxRows = 2;
 
 // MoeConfig::ws_gate_up_cluster when 0: CTAs per cluster sharing the wide
 // gate_up's B through TMA multicast (1 = none: each CTA copies its own B).
@@ -92,10 +90,6 @@ struct WsChoices {
   // kernels with one wgmma group in flight and the wide gate_up (the SS
   // kernels and those with two groups in flight keep 64).
   bool fine_gate_up, fine_down;
-  // The wide gate_up's pairs past 128 in B boxes of 8-row steps
-  // (Params::step_boxes, MoeConfig::ws_box_rows 3); the other kernels keep
-  // fine_gate_up / fine_down's boxes.
-  bool step_gate_up;
   // CTAs per cluster sharing the wide gate_up's B (TMA multicast): 1 or 2
   // (1 for the other gate_up kernels).
   int gate_up_cluster;
@@ -120,10 +114,9 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
                : adders_take(out_elems) ? kAutoDownEpilogue
                                         : 3;
   c.deep = (asked.gate_up_depth ? asked.gate_up_depth : auto_gate_up_depth(pairs, experts)) == 2;
-  const int boxes = asked.box_rows ? asked.box_rows : kAutoBoxRows;
-  c.fine_gate_up = boxes >= 2 && c.dequant == 1 && (c.wide_gate_up || !c.deep);
-  c.fine_down = boxes >= 2 && c.dequant != 3 && c.epilogue != 4;
-  c.step_gate_up = boxes == 3 && c.fine_gate_up && c.wide_gate_up;
+  const bool fine = (asked.box_rows ? asked.box_rows : kAutoBoxRows) == 2;
+  c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
+  c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;
   c.gate_up_cluster = c.wide_gate_up ? (asked.gate_up_cluster ? asked.gate_up_cluster : kAutoGateUpCluster) : 1;
   return c;
 }
