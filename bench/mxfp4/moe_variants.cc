@@ -153,11 +153,6 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
   if (T >= 512)
     add_ws_variant_both_modes("warp-specialized, B boxes of 64 rows (auto before 2026-12-02 s14)",
                               [](Variant& v) { v.ws_box = 1; }, vs);
-  // The wide gate_up's B from the gather pass (auto before session 16),
-  // beside auto's rows copied from x by the wide gate_up itself.
-  if (T >= 512)
-    add_ws_variant_both_modes("warp-specialized, wide gate_up B from the gather pass (auto before 2026-12-02 s16)",
-                              [](Variant& v) { v.ws_items = 2, v.ws_gather = 1; }, vs);
   // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
   // auto, which takes the wide items from 160 pairs per expert.
   if (T >= 2048)

@@ -487,8 +487,6 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
     fail_input("fused_moe_decode: ws_box_rows must be 0..2, got {}", config.ws_box_rows);
   if (config.ws_gate_up_cluster < 0 || config.ws_gate_up_cluster > 2)
     fail_input("fused_moe_decode: ws_gate_up_cluster must be 0..2, got {}", config.ws_gate_up_cluster);
-  if (config.ws_gather < 0 || config.ws_gather > 2)
-    fail_input("fused_moe_decode: ws_gather must be 0..2, got {}", config.ws_gather);
 }
 
 }  // namespace

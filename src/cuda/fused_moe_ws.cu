@@ -105,23 +105,6 @@ __global__ void __launch_bounds__(kGatherRows) gather_pairs_kernel(const uint16_
   dev::store_row_tile_chunks(xs, j, R, i, out);
 }
 
-// xp[token] = x[token] with each 64-wide K tile's words in MMA order (as
-// gather_pairs_kernel puts them), row-major [T][H]: the wide gate_up copies
-// its pair rows from it (WsChoices::row_b). Thread = (token, K tile): 128
-// bytes in, 128 out.
-__global__ void __launch_bounds__(kGatherRows) permute_rows_kernel(const uint16_t* __restrict__ x,
-                                                                  uint16_t* __restrict__ xp, int T, int H) {
-  const int token = blockIdx.x * kGatherRows + threadIdx.x;
-  const int j = blockIdx.y;
-  if (token >= T) return;
-  uint32_t out[32];
-  const size_t at = size_t(token) * H + j * kTileK;
-  dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + at), out);
-  uint4* dst = reinterpret_cast<uint4*>(xp + at);
-#pragma unroll
-  for (int c = 0; c < 8; ++c) dst[c] = make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
-}
-
 // W4A4: h quantize-dequantized per 32 along I in natural column order while
 // it sits in the chunk layout gate_up wrote. Thread = (row i, K tile j): the
 // tile's 64 values of row i are its 8 chunks; undoing gather_pairs_kernel's
@@ -434,7 +417,7 @@ namespace {
 // check_moe_prefill_ws) before anything launched. out_elems = T x H.
 WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, int64_t out_elems) {
   const WsRequest asked{config.ws_dequant, config.ws_gate_up_items, config.ws_down_epilogue, config.ws_gate_up_depth,
-                        config.ws_box_rows, config.ws_gate_up_cluster, config.ws_gather};
+                        config.ws_box_rows, config.ws_gate_up_cluster};
   return resolve_ws_choices(asked, pairs, experts, out_elems);
 }
 
@@ -487,18 +470,13 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   gu.fine_boxes = c.fine_gate_up;
   dn.fine_boxes = c.fine_down;
   if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
-  if (c.row_b) gu.xrows = tensor_map_rows_sw128("fused_moe_decode", xp, uint64_t(H), uint64_t(T), kTileK);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);
-  if (c.row_b)
-    permute_rows_kernel<<<dim3(unsigned((T + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
-                          stream>>>(x, xp, T, H);
-  else
-    gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows,
-                          0, stream>>>(x, xs, s, E, H, topk, R);
+  gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
+                        stream>>>(x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
   record_phase(config, 3, stream);
-  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, c.row_b, ctas, stream);
+  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, ctas, stream);
   else if (c.dequant >= 2) launch_gate_up_ss(gu, w.big_scales, ctas, stream);
   else if (w.big_scales) launch_gate_up<true>(gu, c.deep, ctas, stream);
   else launch_gate_up<false>(gu, c.deep, ctas, stream);

@@ -86,10 +86,6 @@ struct Params {
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
   CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
                        // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_maps)
-  // The wide gate_up with the gather fused (row_b): x with each 64-wide K
-  // tile in MMA order ([T][K] 16-bit), one row x 64 values per box, 128-byte
-  // swizzled (tensor_map_rows_sw128).
-  CUtensorMap xrows;
   int N, K, R, topk;
   // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
   // wide gate_up: of the pairs past the first 128): false = 64 rows, true = 48
@@ -213,7 +209,6 @@ __device__ __forceinline__ void release_stage(uint32_t bar, int lane) {
 // over the CTA's (item, K tile) sequence.
 template <int kS>
 struct Producer {
-  static constexpr bool kWarp = false;
   RingPosition<Producer, kS> at;
   int strip0, start, rows;
 
@@ -256,8 +251,6 @@ struct NoOthers {
   __device__ __forceinline__ void operator()() const {}
 };
 // kMma: the MMA warps' registers; the producer warpgroup gets the rest.
-// Cursor::kWarp: the producer warpgroup's whole warp 0 runs the cursor (its
-// lanes share the copies of a stage), else its thread 0.
 template <class Cursor, int kMma = kMmaRegs, class Others = NoOthers>
 __device__ __forceinline__ bool run_producer(const Params& p, uint32_t base, uint32_t bars, int items,
                                              int row_blocks, Others others = {}) {
@@ -265,7 +258,7 @@ __device__ __forceinline__ bool run_producer(const Params& p, uint32_t base, uin
   static_assert(kRest >= kProducerRegs, "the producer warpgroup needs registers too");
   if (threadIdx.x >= kThreads) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRest));
-    if (threadIdx.x == kThreads || (Cursor::kWarp && threadIdx.x < kThreads + 32)) {
+    if (threadIdx.x == kThreads) {
       Cursor prod;
       prod.init(p, items, row_blocks);
       while (prod.at.item < items) prod.issue(p, base, bars, items, row_blocks);
@@ -571,8 +564,6 @@ void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cuda
 // tiles). wide_params: gate_up's Params with 8-strip weight boxes (B's
 // maps as set_maps made them: with `cluster` 2, boxes of half a K tile).
 Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts);
-// row_b: B's rows copied from x (Params::xrows, the gather fused) instead of
-// the gathered copy.
-void launch_gate_up_wide(const Params& p, bool big, int cluster, bool row_b, int ctas, cudaStream_t stream);
+void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

@@ -53,34 +53,12 @@ constexpr int kWidePairs = 2 * kTilePairs;              // 256
 constexpr int kHalfB = kActStage;                       // one box of 128 pair rows: 16 KB
 constexpr int kWideCodes = kWideStrips * kTileCodeBytes;    // 4096
 constexpr int kWideScales = kWideStrips * kTileScaleBytes;  // 256
-// 37120 rounded up to 1 KB: with the gather fused, B's rows are 128-byte
-// swizzled, whose pattern repeats every 1 KB of shared address (kRowB).
-constexpr int kWideStageBytes = 37888;
+constexpr int kWideStageBytes = 2 * kHalfB + kWideCodes + kWideScales;  // 37120
 constexpr int kWideStages = 5;
 constexpr int kHChunk = kWidePairs * 16;  // staging: 8 chunks x 256 rows x 16 bytes
-// + 1 KB to align the ring to 1 KB.
-constexpr int kWideSmem = kWideStages * kWideStageBytes + 8 * kHChunk + 2 * kWideStages * 8 + 1024;
+constexpr int kWideSmem = kWideStages * kWideStageBytes + 8 * kHChunk + 2 * kWideStages * 8;
 static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
-static_assert(kWideStageBytes >= 2 * kHalfB + kWideCodes + kWideScales && kWideStageBytes % 1024 == 0,
-              "stages hold B and 8 strips' tiles, 1 KB aligned");
-
-// The gather fused into the wide gate_up (kRowB; MoeConfig::ws_gather 2): B's
-// pair rows are copied straight from x (xp: x with each 64-wide K tile in
-// MMA order, permute_rows_kernel in fused_moe_ws.cu), one 128-byte TMA per
-// row and K tile, 128-byte swizzled, instead of from the gathered copy xs in
-// the chunk layout (gather_pairs_kernel). The lanes of the producer
-// warpgroup's warp 0 share a stage's rows: lane l takes rows kCluster (l + 32
-// q) + rank, q < kRowsPerLane (a cluster's CTAs copy alternate rows into
-// both). Why: the gather wrote and gate_up read back ~0.94 GB each at 8192
-// Kimi tokens (0.4 ms, and energy under the power cap); x's permutation is
-// 117 MB each way.
-template <int kCluster>
-constexpr int rows_per_lane() { return kWidePairs / (32 * kCluster); }
-// wgmma descriptor of B rows 128-byte swizzled (K-major SWIZZLE_128B): 8-row
-// groups 1 KB apart; a K step of 16 values is 32 bytes into the row.
-__device__ __forceinline__ uint64_t b_desc_sw128(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
-}
+static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
 
 // B boxes of an item: the first 128 pair rows (also for items of <= 64 pairs,
 // rare at the token counts auto gives these items, where they now run twice
@@ -95,29 +73,16 @@ __device__ __forceinline__ int rows_second(const Params& p, int count) {
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
 // fused_moe_ws.cuh, with the wide stage layout), kS stages; B shared by a
 // cluster of kCluster CTAs (copy_b).
-template <int kS, int kCluster, bool kRowB>
+template <int kS, int kCluster>
 struct WideProducer {
-  // kRowB: warp 0's lanes copy the rows (run_producer), else its thread 0 all.
-  static constexpr bool kWarp = kRowB;
-  static constexpr int kRows = kRowB ? rows_per_lane<kCluster>() : 1;
   RingPosition<WideProducer, kS> at;
-  int strip0, start, rows1, count;
-  int token[kRows];  // kRowB: x's row of each of this lane's pair rows, -1 past the item
+  int strip0, start, rows1;
 
   __device__ __forceinline__ void start_item(const Params& p, int item, int row_blocks) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
     start = it.start;
-    count = it.count;
     rows1 = rows_second(p, it.count);
-    if constexpr (kRowB) {
-      const int lane = threadIdx.x & 31, rank = kCluster > 1 ? int(dev::cluster_ctarank()) : 0;
-#pragma unroll
-      for (int q = 0; q < kRows; ++q) {
-        const int i = kCluster * (lane + 32 * q) + rank;
-        token[q] = i < count ? __ldg(p.s.sorted_pairs + start + i) / p.topk : -1;
-      }
-    }
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
@@ -130,30 +95,12 @@ struct WideProducer {
     const int st = at.st, j = at.j;
     const uint32_t full = bars + 8 * st;
     dev::mbar_wait_parity(bars + 8 * (kS + st), at.phase ^ 1);
+    dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + (kTilePairs + rows1) * 8 * 16);
     const uint32_t sb = base + st * kWideStageBytes;
-    const bool leader = !kRowB || (threadIdx.x & 31) == 0;
-    if (leader) {
-      // With kRowB the stage's B bytes are the item's rows only (both CTAs'
-      // copies land in each); rows past them keep a stale stage's data, which
-      // only the discarded columns of the wgmmas read.
-      const int b_bytes = kRowB ? count * 128 : (kTilePairs + rows1) * 8 * 16;
-      dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + b_bytes);
-      dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
-      dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
-    }
-    if constexpr (kRowB) {
-      const int lane = threadIdx.x & 31, rank = kCluster > 1 ? int(dev::cluster_ctarank()) : 0;
-#pragma unroll
-      for (int q = 0; q < kRows; ++q) {
-        if (token[q] < 0) break;
-        const uint32_t dst = sb + (kCluster * (lane + 32 * q) + rank) * 128;
-        if constexpr (kCluster > 1) dev::tma_2d_multicast(dst, p.xrows, j * kTileK, token[q], full, (1u << kCluster) - 1);
-        else dev::tma_2d(dst, p.xrows, j * kTileK, token[q], full);
-      }
-    } else {
-      copy_b<kCluster>(sb, act_box(p, kTilePairs), kTilePairs, start, j, full);
-      if (rows1) copy_b<kCluster>(sb + kHalfB, act_box(p, rows1), rows1, start + kTilePairs, j, full);
-    }
+    dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
+    dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
+    copy_b<kCluster>(sb, p.act128, kTilePairs, start, j, full);
+    if (rows1) copy_b<kCluster>(sb + kHalfB, act_box(p, rows1), rows1, start + kTilePairs, j, full);
     at.advance(*this, p, items, row_blocks);
   }
 };
@@ -162,15 +109,7 @@ struct WideProducer {
 // += strip (4 wg + w) x B. One wgmma group per K tile, dequantized while the
 // previous one runs (wait_group 1, 2 A buffers); the stage of tile j - 1 is
 // given back once its group retired.
-// B's descriptor for K step kk of a box of kRows pair rows at `box`: the
-// chunk layout of the gathered copy, or (kRowB) rows 128-byte swizzled.
-template <int kRows, bool kRowB>
-__device__ __forceinline__ uint64_t wide_b_desc(uint32_t box, int kk) {
-  if constexpr (kRowB) return b_desc_sw128(box + kk * 32);
-  else return b_desc_rows<kRows>(box + kk * kRows * 32);
-}
-
-template <int kS, int R0, int R1, bool kBig, int kCluster, bool kRowB, int N0, int N1>
+template <int kS, int R0, int R1, bool kBig, int kCluster, int N0, int N1>
 __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip,
                                              int& st, uint32_t& phase, float (&acc0)[N0], float (&acc1)[N1]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -192,11 +131,11 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
       dev::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        dev::wgmma_rs_bf16_cols<R0>(acc0, a[u][kk], wide_b_desc<R0, kRowB>(sb, kk));
+        dev::wgmma_rs_bf16_cols<R0>(acc0, a[u][kk], b_desc_rows<R0>(sb + kk * R0 * 32));
       if constexpr (R1 > 0) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          dev::wgmma_rs_bf16_cols<R1>(acc1, a[u][kk], wide_b_desc<R1, kRowB>(sb + kHalfB, kk));
+          dev::wgmma_rs_bf16_cols<R1>(acc1, a[u][kk], b_desc_rows<R1>(sb + kHalfB + kk * R1 * 32));
       }
       dev::wgmma_commit();
       dev::wgmma_wait<1>();
@@ -246,7 +185,7 @@ __device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, ui
   }
 }
 
-template <int R0, int R1, bool kBig, int kCluster, bool kRowB, int kS>
+template <int R0, int R1, bool kBig, int kCluster, int kS>
 __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32_t base, uint32_t bars,
                                          uint32_t staging, int& st, uint32_t& phase) {
   const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
@@ -257,17 +196,15 @@ __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32
   for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
-  consume_wide<kS, R0, R1, kBig, kCluster, kRowB>(p, base, bars, strip, st, phase, acc0, acc1);
+  consume_wide<kS, R0, R1, kBig, kCluster>(p, base, bars, strip, st, phase, acc0, acc1);
   store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
-template <bool kBig, int kCluster, bool kRowB>
+template <bool kBig, int kCluster>
 __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(const __grid_constant__ Params p) {
   constexpr int kS = kWideStages;
   extern __shared__ __align__(128) uint8_t smem[];
-  // 1 KB aligned (kWideSmem has the room): the same offset in every CTA of a
-  // cluster, as the multicast copies need.
-  const uint32_t base = (dev::smem_addr(smem) + 1023) & ~1023u;
+  const uint32_t base = dev::smem_addr(smem);
   const uint32_t staging = base + kS * kWideStageBytes;
   const uint32_t bars = staging + 8 * kHChunk;
   if (threadIdx.x == 0) {
@@ -283,7 +220,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   else __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
-  if (run_producer<WideProducer<kS, kCluster, kRowB>>(p, base, bars, items, row_blocks)) {
+  if (run_producer<WideProducer<kS, kCluster>>(p, base, bars, items, row_blocks)) {
     // No CTA leaves while another may still copy into it or arrive on its barriers.
     if constexpr (kCluster > 1) dev::cluster_sync();
     return;
@@ -293,7 +230,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
     const int rows1 = rows_second(p, it.count);
-#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kRowB, kS>(p, it, base, bars, staging, st, phase)
+#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase)
     if (rows1 == 128) MX_WIDE_ITEM(128, 128);
     else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
     else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
@@ -303,19 +240,19 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   if constexpr (kCluster > 1) dev::cluster_sync();
 }
 
-template <bool kBig, int kCluster, bool kRowB>
+template <bool kBig, int kCluster>
 void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
-  constexpr auto kernel = moe_ws_wide_gate_up_kernel<kBig, kCluster, kRowB>;
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
+    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_wide_gate_up_kernel<kBig, kCluster>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
   });
   LaunchAttrs a;
   if constexpr (kCluster > 1) {
-    ctas = cluster_grid<kernel>(kCluster, kRsThreads, kWideSmem, ctas);
+    ctas = cluster_grid<moe_ws_wide_gate_up_kernel<kBig, kCluster>>(kCluster, kRsThreads, kWideSmem, ctas);
     a.cluster = dim3(kCluster);
   }
-  launch_with(kernel, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
+  launch_with(moe_ws_wide_gate_up_kernel<kBig, kCluster>, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
 }
 
 }  // namespace
@@ -331,19 +268,15 @@ Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scal
 }
 
 template <bool kBig>
-void launch_wide_clusters(const Params& p, int cluster, bool row_b, int ctas, cudaStream_t stream) {
-  if (row_b) launch_wide<kBig, 2, true>(p, ctas, stream);
-  else if (cluster == 2) launch_wide<kBig, 2, false>(p, ctas, stream);
-  else launch_wide<kBig, 1, false>(p, ctas, stream);
+void launch_wide_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
+  if (cluster == 2) launch_wide<kBig, 2>(p, ctas, stream);
+  else launch_wide<kBig, 1>(p, ctas, stream);
 }
 
-void launch_gate_up_wide(const Params& p, bool big, int cluster, bool row_b, int ctas, cudaStream_t stream) {
+void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
   MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
-  // One CTA copying all 256 rows would hold 8 tokens per lane: the producer
-  // warpgroup's 32 registers do not take it (ptxas gave up setmaxnreg).
-  MX_CHECK(!row_b || cluster == 2, "fused_moe_decode: B rows copied from x need 2-CTA clusters");
-  if (big) launch_wide_clusters<true>(p, cluster, row_b, ctas, stream);
-  else launch_wide_clusters<false>(p, cluster, row_b, ctas, stream);
+  if (big) launch_wide_clusters<true>(p, cluster, ctas, stream);
+  else launch_wide_clusters<false>(p, cluster, ctas, stream);
 }
 
 }  // namespace mx::cuda::ws

@@ -227,12 +227,6 @@ struct MoeConfig {
   // into both by TMA multicast (B read from L2 half as often); 0 = auto
   // (docs/mxfp4-prefill.md).
   int ws_gate_up_cluster = 0;
-  // Path 5, how the wide gate_up (ws_gate_up_items 2) gets its B: 1 = a
-  // gather pass copies x per pair into the chunk layout first; 2 = x is
-  // permuted in place of the gather (T x H instead of pairs x H) and the
-  // wide gate_up copies each pair's row from it (one TMA per row and K tile);
-  // the other gate_up kernels always take 1; 0 = auto (docs/mxfp4-prefill.md).
-  int ws_gather = 0;
   // Bench only, path 5: when set, kMoePhaseEvents events recorded on the
   // stream between the call's launches (before the router; after the router,
   // the tile map, the gather, gate_up (W4A4: with h's quantizer; wide gate_up

@@ -46,27 +46,6 @@ inline CUtensorMap tensor_map_2d(const char* who, const void* ptr, uint64_t row_
   return map;
 }
 
-// Rows of 16-bit values, one box = `box_cols` values (128 bytes at most) of
-// one row, written 128-byte swizzled: chunk c of a row landing at shared
-// address a goes to 16-byte slot c ^ ((a >> 7) & 7), the layout wgmma reads
-// as K-major SWIZZLE_128B. One copy per row: what a gather of rows needs on
-// Hopper, where a TMA box cannot pick rows.
-inline CUtensorMap tensor_map_rows_sw128(const char* who, const void* ptr, uint64_t cols, uint64_t rows,
-                                         uint32_t box_cols) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * 2};
-  const cuuint32_t box[2] = {box_cols, 1};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder(who)(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(ptr), dims,
-                                             strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    fail_input("{}: cuTensorMapEncodeTiled failed ({}) for {} rows of {} 16-bit values", who, int(r), rows, cols);
-  return map;
-}
-
 }  // namespace mx::cuda
 
 namespace mx::cuda::dev {

@@ -78,14 +78,10 @@ constexpr int kAutoBoxRows = 2;
 // 7.11-7.20 ms), W4A4 10.46-10.49 vs 10.97-11.06; 4 CTAs slower than 2
 // (11.37-11.43; W4A4 10.65-10.78).
 constexpr int kAutoGateUpCluster = 2;
-// MoeConfig::ws_gather when 0: 2 = the wide gate_up copies B's pair rows from
-// x permuted in place (no gather pass), 1 = from the gathered copy
-// (session 16; not yet measured when this build was made).
-constexpr int kAutoGather = 2;
 
 // The MoeConfig::ws_* fields of one call (0 = auto), and what path 5 runs.
 struct WsRequest {
-  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0, gate_up_cluster = 0, gather = 0;
+  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0, gate_up_cluster = 0;
 };
 struct WsChoices {
   int dequant, epilogue;
@@ -97,10 +93,6 @@ struct WsChoices {
   // CTAs per cluster sharing the wide gate_up's B (TMA multicast): 1 or 2
   // (1 for the other gate_up kernels).
   int gate_up_cluster;
-  // The wide gate_up copies B's rows from x (MoeConfig::ws_gather 2): no
-  // gather pass; x is permuted instead. On 2-CTA clusters only (with one
-  // CTA per tile the producer's registers do not hold a lane's 8 rows).
-  bool row_b;
   // Each expert's y rounded to BF16 (the adders' epilogue; the SS down of
   // ws_dequant 3 keeps its own deferred FP32 adds).
   bool rounds_y() const { return epilogue >= 4 && dequant != 3; }
@@ -126,7 +118,6 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
   c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
   c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;
   c.gate_up_cluster = c.wide_gate_up ? (asked.gate_up_cluster ? asked.gate_up_cluster : kAutoGateUpCluster) : 1;
-  c.row_b = c.wide_gate_up && c.gate_up_cluster == 2 && (asked.gather ? asked.gather : kAutoGather) == 2;
   return c;
 }
 
