@@ -87,34 +87,22 @@ static_assert(smem_bytes(false, 2) <= 227 * 1024, "shared memory of one SM excee
 static_assert(smem_bytes(false, kAdders) <= 227 * 1024, "shared memory of one SM exceeded");
 
 // xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
-// x[sorted_pairs[i] / topk]. Thread = (row i, kGatherTiles K tiles from j0):
-// per tile 128 contiguous bytes in, the 32 words put in MMA order in
-// registers, 8 x 16 bytes out; the next tile's loads are issued before this
-// one's stores. A CTA is 256 consecutive rows, so each of its chunk stores
-// is 4 KB contiguous (it was 8 K tiles x 32 rows: 512-byte runs, 0.44 ms at
-// 8192 Kimi tokens for ~1 GB moved, about half the copy bandwidth). Until
-// session 16 a thread took one K tile: each began with the same two
-// dependent loads (the pair count, then the pair) before x's (0.40 ms).
-constexpr int kGatherRows = 256, kGatherTiles = 4;  // H % 256 == 0: check_moe_prefill_ws_shape
+// x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
+// in, the 32 words put in MMA order in registers, 8 x 16 bytes out. A CTA is
+// 256 consecutive rows of one K tile, so each of its chunk stores is 4 KB
+// contiguous (it was 8 K tiles x 32 rows: 512-byte runs, 0.44 ms at 8192
+// Kimi tokens for ~1 GB moved, about half the copy bandwidth).
+constexpr int kGatherRows = 256;
 __global__ void __launch_bounds__(kGatherRows) gather_pairs_kernel(const uint16_t* __restrict__ x,
                                                                   uint4* __restrict__ xs, MoeScratch s,
                                                                   int E, int H, int topk, int R) {
   const int i = blockIdx.x * kGatherRows + threadIdx.x;
-  const int j0 = blockIdx.y * kGatherTiles;
-  if (i >= s.offsets[E]) return;  // j0 + kGatherTiles <= H / 64: the grid
-  const uint4* row = reinterpret_cast<const uint4*>(x + size_t(s.sorted_pairs[i] / topk) * H) + j0 * 8;
-  uint4 tile[2][8];
-#pragma unroll
-  for (int c = 0; c < 8; ++c) tile[0][c] = __ldg(row + c);
-#pragma unroll
-  for (int t = 0; t < kGatherTiles; ++t) {
-    if (t + 1 < kGatherTiles)
-#pragma unroll
-      for (int c = 0; c < 8; ++c) tile[(t + 1) & 1][c] = __ldg(row + (t + 1) * 8 + c);
-    uint32_t out[32];
-    dev::row_tile_mma_order(tile[t & 1], out);
-    dev::store_row_tile_chunks(xs, j0 + t, R, i, out);
-  }
+  const int j = blockIdx.y;
+  if (i >= s.offsets[E]) return;  // j < H / 64: the grid
+  const int token = s.sorted_pairs[i] / topk;
+  uint32_t out[32];
+  dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK), out);
+  dev::store_row_tile_chunks(xs, j, R, i, out);
 }
 
 // W4A4: h quantize-dequantized per 32 along I in natural column order while
@@ -484,8 +472,8 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);
-  gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK / kGatherTiles)),
-                        kGatherRows, 0, stream>>>(x, xs, s, E, H, topk, R);
+  gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
+                        stream>>>(x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
   record_phase(config, 3, stream);
   if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, ctas, stream);

@@ -395,21 +395,17 @@ __device__ __forceinline__ void strip_mma_ring(const uint8_t* __restrict__ codes
 
 // ---- Activations in the MMA's K order (the warp-specialized kernels' B) ----
 
-// The 64-wide K tile of one BF16 row (its 8 x 16 bytes in `tile`) with its
+// The 64-wide K tile of one BF16 row (128 contiguous bytes at src) with its
 // words moved where the MMA reads them (host/mxfp4_bits.h, mma_word_of).
-__device__ __forceinline__ void row_tile_mma_order(const uint4 (&tile)[8], uint32_t (&out)[32]) {
+__device__ __forceinline__ void load_row_tile_mma_order(const uint4* src, uint32_t (&out)[32]) {
+  uint32_t in[32];
 #pragma unroll
   for (int q = 0; q < 8; ++q) {
-    out[mma_word_of(4 * q)] = tile[q].x, out[mma_word_of(4 * q + 1)] = tile[q].y;
-    out[mma_word_of(4 * q + 2)] = tile[q].z, out[mma_word_of(4 * q + 3)] = tile[q].w;
+    const uint4 v = src[q];
+    in[4 * q] = v.x, in[4 * q + 1] = v.y, in[4 * q + 2] = v.z, in[4 * q + 3] = v.w;
   }
-}
-// The same, loaded from the 128 contiguous bytes at src.
-__device__ __forceinline__ void load_row_tile_mma_order(const uint4* src, uint32_t (&out)[32]) {
-  uint4 tile[8];
 #pragma unroll
-  for (int q = 0; q < 8; ++q) tile[q] = src[q];
-  row_tile_mma_order(tile, out);
+  for (int r = 0; r < 32; ++r) out[mma_word_of(r)] = in[r];
 }
 
 // Its 8 chunks of 16 bytes (8 K columns each) as row `row` of K tile `tile`
