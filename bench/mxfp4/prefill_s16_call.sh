@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 16's device calls for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s16_call.sh 1|2 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s16_call.sh 1|2|3 OUT_DIR   (binaries on PATH: gpu_unbundle.sh)
 # Call 1: the wide gate_up's pairs past the first 128 in B boxes of 8-row steps, multiplied as guarded
 # wgmma pieces of 64/32/16/8 columns (MoeConfig::ws_box_rows 3, auto in this build) beside boxes of
 # 48/64/128 rows (ws_box_rows 2, auto before), W4A16 and W4A4, every row checked against the reference:
@@ -9,7 +9,10 @@
 # place of the gather pass, each pair's row copied by its own 128-byte TMA, 128-byte swizzled) beside B from
 # the gather pass (ws_gather 1): 512 tokens once (the wide items forced, the 3-CTA row: one 2-CTA cluster over
 # many items), 8192 tokens three times.
-# Both were reverted: call 1 runs with raw-prefill-2026-12-02-s16/wide-step-boxes-guarded-pieces-measured-
+# Call 3: the gather pass with 4 K tiles per thread (the next tile's loads before this one's stores), every
+# path-5 row at 8192 tokens twice (all of them run the new gather; its phase against calls 1-2's 382-437 us),
+# in the session's final call.
+# Calls 1, 2 and 3's gather were reverted (call 3: gather-4-tiles-per-thread-measured-no-gain.patch); call 1 runs with raw-prefill-2026-12-02-s16/wide-step-boxes-guarded-pieces-measured-
 # slower.patch applied, call 2 with wide-b-rows-by-tma-measured-slower.patch (its "gather pass" rows).
 set -uo pipefail
 call=$1 out=$2
@@ -23,5 +26,8 @@ case $call in
     rows t512 --moe-tokens 512 --moe-only "3 CTAs|gather pass|128 rows x 256 pairs"
     for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|gather pass"; done
     ;;
-  *) echo "usage: $0 1|2 OUT_DIR" >&2; exit 2 ;;
+  3)
+    for r in 1 2; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto"; done
+    ;;
+  *) echo "usage: $0 1|2|3 OUT_DIR" >&2; exit 2 ;;
 esac
