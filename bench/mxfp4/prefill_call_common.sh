@@ -3,6 +3,7 @@
 #   bench NAME TIMEOUT ARGS...   mxfp4_bench --moe-prefill ARGS into $out/NAME.{jsonl,log}, its MoE rows printed.
 #   rows NAME ARGS...            ${bench:-mxfp4_bench} --moe-prefill ARGS (150 s at most), its MoE rows
 #                                without the graph rows, short columns.
+#   repeat_rows N NAME ARGS...   rows NAME-1 .. NAME-N with the same ARGS (runs of one call).
 #   stalls NAME KERNEL_REGEX FILTER   ncu's per-instruction stall sampling of one launch at 8192 tokens,
 #                                     summarized by bench/mxfp4/ncu_source_stalls.py.
 mkdir -p "$out"
@@ -34,4 +35,9 @@ rows() {
     echo "$name: exit $?"
   grep -E '^\| fused_moe' "$out/$name.log" | grep -v "CUDA graph" | cut -d'|' -f4,5,6,8,9,10,11,12 |
     sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
+}
+repeat_rows() {
+  local n=$1 name=$2
+  shift 2
+  for r in $(seq "$n"); do rows "$name-$r" "$@"; done
 }

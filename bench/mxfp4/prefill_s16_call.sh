@@ -12,22 +12,24 @@
 # Call 3: the gather pass with 4 K tiles per thread (the next tile's loads before this one's stores), every
 # path-5 row at 8192 tokens twice (all of them run the new gather; its phase against calls 1-2's 382-437 us),
 # in the session's final call.
-# Calls 1, 2 and 3's gather were reverted (call 3: gather-4-tiles-per-thread-measured-no-gain.patch); call 1 runs with raw-prefill-2026-12-02-s16/wide-step-boxes-guarded-pieces-measured-
-# slower.patch applied, call 2 with wide-b-rows-by-tma-measured-slower.patch (its "gather pass" rows).
+# What calls 1-3 measured was reverted: call 1 runs with raw-prefill-2026-12-02-s16/
+# wide-step-boxes-guarded-pieces-measured-slower.patch applied, call 2 with
+# wide-b-rows-by-tma-measured-slower.patch (its "gather pass" rows), call 3 with
+# gather-4-tiles-per-thread-measured-no-gain.patch.
 set -uo pipefail
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
 case $call in
   1)
     rows t2048 --moe-tokens 2048 --moe-only "auto|48/64/128"
-    for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|48/64/128"; done
+    repeat_rows 3 t8192 --moe-tokens 8192 --moe-only "auto|48/64/128"
     ;;
   2)
     rows t512 --moe-tokens 512 --moe-only "3 CTAs|gather pass|128 rows x 256 pairs"
-    for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|gather pass"; done
+    repeat_rows 3 t8192 --moe-tokens 8192 --moe-only "auto|gather pass"
     ;;
   3)
-    for r in 1 2; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto"; done
+    repeat_rows 2 t8192 --moe-tokens 8192 --moe-only "auto"
     ;;
   *) echo "usage: $0 1|2|3 OUT_DIR" >&2; exit 2 ;;
 esac
