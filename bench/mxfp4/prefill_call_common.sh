@@ -37,7 +37,7 @@ rows() {
     sed -E "s/err on 32 tokens, phases us \(median of 10\)://" | cut -c1-230
 }
 repeat_rows() {
-  local n=$1 name=$2
+  local n=$1 name=$2 r
   shift 2
   for r in $(seq "$n"); do rows "$name-$r" "$@"; done
 }
