@@ -346,16 +346,17 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
   if constexpr (kDefer != 0 && !kUseAdders) pending.finish(p, 0);
 }
 
-// Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] and B
+// Maps of one GEMM: weights [experts * N / 16 strips][K / 64 tiles] in boxes
+// of an item's strips (kItemStrips; the wide gate_up's kWideStrips) and B
 // [K / 64 * 8 chunks][R rows x 16 bytes], B's boxes 8 / b_cluster chunks deep
 // (copy_b: each CTA of a cluster copies its part).
 void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int experts, const void* act,
-              int b_cluster = 1) {
+              int box_strips = kItemStrips, int b_cluster = 1) {
   const int KT = p.K / kTileK;
   const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
   constexpr const char* who = "fused_moe_decode";
-  p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kItemStrips);
-  p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kItemStrips);
+  p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, box_strips);
+  p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, box_strips);
   // B boxes of `rows` pair rows (16 bytes = two 8-byte elements each).
   const auto act_rows = [&](int rows) {
     return tensor_map_2d(who, act, uint64_t(p.R) * 16, uint64_t(KT) * 8, 2 * rows, 8 / b_cluster);
@@ -462,14 +463,13 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   gu.out = out;
   gu.out_vec4 = int64_t(T) * H / 4;
   gu.weights = topk_weights;
-  set_maps(gu, w.w13_codes, w.w13_scales, E, xs, c.gate_up_cluster);
+  set_maps(gu, w.w13_codes, w.w13_scales, E, xs, c.wide_gate_up ? kWideStrips : kItemStrips, c.gate_up_cluster);
   Params dn = gu;
   dn.N = H;
   dn.K = I;
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   gu.fine_boxes = c.fine_gate_up;
   dn.fine_boxes = c.fine_down;
-  if (c.wide_gate_up) gu = wide_params(gu, w.w13_codes, w.w13_scales, E);
   launch_tile_map(s, E, c.wide_gate_up, stream);
   record_phase(config, 2, stream);
   gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,

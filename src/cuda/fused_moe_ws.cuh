@@ -22,6 +22,7 @@ namespace mx::cuda::ws {
 constexpr int kTilePairs = 128;                      // B columns per item
 constexpr int kItemStrips = 16;                      // weight strips per item
 constexpr int kItemRows = kItemStrips * kStripRows;  // 256
+constexpr int kWideStrips = 8;                       // the wide gate_up's items: 128 rows
 // Two MMA warpgroups (threads 0..255). The RS kernels add a producer
 // warpgroup after them (its thread 0 runs the copy cursor), the SS kernel a
 // dequant warpgroup.
@@ -561,9 +562,8 @@ void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cuda
 
 // fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
 // pairs (MoeConfig::ws_gate_up_items 2; the tile map must be in 256-pair
-// tiles). wide_params: gate_up's Params with 8-strip weight boxes (B's
-// maps as set_maps made them: with `cluster` 2, boxes of half a K tile).
-Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts);
+// tiles; set_maps with kWideStrips-strip weight boxes and, with `cluster` 2,
+// B boxes of half a K tile).
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

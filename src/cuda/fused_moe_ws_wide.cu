@@ -48,7 +48,6 @@ namespace mx::cuda::ws {
 
 namespace {
 
-constexpr int kWideStrips = 8;                          // 128 rows per item
 constexpr int kWidePairs = 2 * kTilePairs;              // 256
 constexpr int kHalfB = kActStage;                       // one box of 128 pair rows: 16 KB
 constexpr int kWideCodes = kWideStrips * kTileCodeBytes;    // 4096
@@ -256,16 +255,6 @@ void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
 }
 
 }  // namespace
-
-Params wide_params(const Params& gemm, const uint8_t* codes, const uint8_t* scales, int experts) {
-  Params p = gemm;
-  const int KT = p.K / kTileK;
-  const uint64_t strips = uint64_t(experts) * (p.N / kStripRows);
-  constexpr const char* who = "fused_moe_decode";
-  p.codes = tensor_map_2d(who, codes, uint64_t(KT) * kTileCodeBytes, strips, kTileCodeBytes / 8, kWideStrips);
-  p.scales = tensor_map_2d(who, scales, uint64_t(KT) * kTileScaleBytes, strips, kTileScaleBytes / 8, kWideStrips);
-  return p;
-}
 
 template <bool kBig>
 void launch_wide_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {

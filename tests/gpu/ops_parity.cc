@@ -475,6 +475,16 @@ void forced_kernel_cases(Harness& h) {
   }
   const int64_t E = 16, H = 256, I = 128, k = 4;
   std::vector<ExpertWeights> mx = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, false);
+  // One fused MoE case at T tokens on experts of hidden size mx's, routed top-k of E.
+  const auto moe_case = [&](cuda::CudaOps& gpu, const std::vector<ExpertWeights>& experts, int64_t T,
+                            int64_t hidden, const std::string& label) {
+    RoutingParams p;
+    p.top_k = k, p.routed_scaling_factor = 2.5f;
+    MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
+    Tensor x = bf16_rounded(random_f32({T, hidden}));
+    h.check("fused_moe", label, gpu.fused_moe(gpu.to_device(x), experts, r), h.cpu_.fused_moe(x, experts, r),
+            kBf16Rounding);
+  };
   for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
     opt.moe_path = parse_moe_kernel(name);
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
@@ -485,31 +495,21 @@ void forced_kernel_cases(Harness& h) {
     // pairs, the multi-CTA router (moe_route_blocks).
     std::vector<int64_t> token_counts = {1, 40};
     if (std::strcmp(name, "prefill-ws") == 0) token_counts.insert(token_counts.end(), {768, 2048});
-    for (int64_t T : token_counts) {
-      RoutingParams p;
-      p.top_k = k, p.routed_scaling_factor = 2.5f;
-      MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
-      Tensor x = bf16_rounded(random_f32({T, H}));
-      h.check("fused_moe", fmt::format("mxfp4 --moe-kernel {} T{} E{} k{} H{} I{}", name, T, E, k, H, I),
-              gpu.fused_moe(gpu.to_device(x), mx, r), h.cpu_.fused_moe(x, mx, r), kBf16Rounding);
-    }
+    for (int64_t T : token_counts)
+      moe_case(gpu, mx, T, H, fmt::format("mxfp4 --moe-kernel {} T{} E{} k{} H{} I{}", name, T, E, k, H, I));
   }
   // The wide gate_up's 2-CTA clusters with each ring stage reused: H = 512 is
   // 8 K tiles against the ring's 5 stages, so every stage goes back to both
   // CTAs of a cluster and is refilled by both copy cursors (at H = 256 each
   // CTA's one item has 4 K tiles and no stage is used twice). Added after
-  // session 15's review; first run in the next GPU session.
+  // session 15's review; passed in every call of session 16.
   {
     opt.moe_path = parse_moe_kernel("prefill-ws");
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
     const int64_t H2 = 512, T = 768;
-    std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
-    RoutingParams p;
-    p.top_k = k, p.routed_scaling_factor = 2.5f;
-    MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
-    Tensor x = bf16_rounded(random_f32({T, H2}));
-    h.check("fused_moe", fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{} (cluster stages reused)", T, E, k, H2, I),
-            gpu.fused_moe(gpu.to_device(x), mx2, r), h.cpu_.fused_moe(x, mx2, r), kBf16Rounding);
+    const std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
+    moe_case(gpu, mx2, T, H2,
+             fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{} (cluster stages reused)", T, E, k, H2, I));
   }
 }
 
