@@ -19,12 +19,12 @@ source bench/mxfp4/prefill_call_common.sh
 case $call in
   1)
     rows t512 --moe-tokens 512 --moe-only "auto|multicast|3 CTAs"
-    for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|multicast"; done
+    repeat_rows 3 t8192 --moe-tokens 8192 --moe-only "auto|multicast"
     stalls mc moe_ws_wide "multicast to 2-CTA"
     ;;
   2)
     rows t512 --moe-tokens 512 --moe-only "auto|multicast|3 CTAs"
-    for r in 1 2 3; do rows "t8192-$r" --moe-tokens 8192 --moe-only "auto|multicast"; done
+    repeat_rows 3 t8192 --moe-tokens 8192 --moe-only "auto|multicast"
     ;;
   3)
     rows t2048 --moe-tokens 2048 --moe-only "auto"
