@@ -153,6 +153,12 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
   if (T >= 512)
     add_ws_variant_both_modes("warp-specialized, B boxes of 64 rows (auto before 2026-12-02 s14)",
                               [](Variant& v) { v.ws_box = 1; }, vs);
+  // The wide gate_up on tiles of 256 pairs, the pairs past 128 in boxes of
+  // 48, 64 or 128 rows (auto before session 17), beside auto's 224-pair
+  // tiles with boxes of 32, 48, 64 or 96.
+  if (T >= 512)
+    add_ws_variant_both_modes("warp-specialized, wide tiles of 256 pairs, boxes 48/64/128 (auto before 2026-12-02 s17)",
+                              [](Variant& v) { v.ws_box = 2; }, vs);
   // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
   // auto, which takes the wide items from 160 pairs per expert.
   if (T >= 2048)

@@ -483,8 +483,8 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
       (config.ws_gate_up_items == 2 && config.ws_dequant >= 2))
     fail_input("fused_moe_decode: ws_gate_up_items must be 0..2 (2 with ws_dequant 0 or 1), got {}",
                config.ws_gate_up_items);
-  if (config.ws_box_rows < 0 || config.ws_box_rows > 2)
-    fail_input("fused_moe_decode: ws_box_rows must be 0..2, got {}", config.ws_box_rows);
+  if (config.ws_box_rows < 0 || config.ws_box_rows > 3)
+    fail_input("fused_moe_decode: ws_box_rows must be 0..3, got {}", config.ws_box_rows);
   if (config.ws_gate_up_cluster < 0 || config.ws_gate_up_cluster > 2)
     fail_input("fused_moe_decode: ws_gate_up_cluster must be 0..2, got {}", config.ws_gate_up_cluster);
 }

@@ -364,6 +364,8 @@ void set_maps(Params& p, const uint8_t* codes, const uint8_t* scales, int expert
   p.act128 = act_rows(128);
   p.act64 = act_rows(64);
   p.act48 = act_rows(48);
+  p.act32 = act_rows(32);
+  p.act96 = act_rows(96);
 }
 
 template <bool kGateUp, bool kBig, int kDefer = 0, bool kDeep = false>
@@ -422,9 +424,11 @@ WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, in
   return resolve_ws_choices(asked, pairs, experts, out_elems);
 }
 
-// The tile map in tiles of up to 256 pairs per expert (wide items) or 128.
-void launch_tile_map(const MoeScratch& s, int E, bool wide, cudaStream_t stream) {
-  if (wide) dev::moe_tile_map_kernel<2 * kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
+// The tile map in tiles of up to 256 pairs per expert (wide items; 224 with
+// tail96) or 128.
+void launch_tile_map(const MoeScratch& s, int E, bool wide, bool tail96, cudaStream_t stream) {
+  if (wide && tail96) dev::moe_tile_map_kernel<kWideTail96Pairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
+  else if (wide) dev::moe_tile_map_kernel<2 * kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
   else dev::moe_tile_map_kernel<kTilePairs><<<1, dev::kMoeMapThreads, 0, stream>>>(s, E);
   MX_CUDA_CHECK(cudaGetLastError());
 }
@@ -470,17 +474,18 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   gu.fine_boxes = c.fine_gate_up;
   dn.fine_boxes = c.fine_down;
-  launch_tile_map(s, E, c.wide_gate_up, stream);
+  gu.tail96 = c.tail96;
+  launch_tile_map(s, E, c.wide_gate_up, c.tail96, stream);
   record_phase(config, 2, stream);
   gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
                         stream>>>(x, xs, s, E, H, topk, R);
   MX_CUDA_CHECK(cudaGetLastError());
   record_phase(config, 3, stream);
-  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, ctas, stream);
+  if (c.wide_gate_up) launch_gate_up_wide(gu, w.big_scales, c.gate_up_cluster, ctas, stream);  // tail96 in gu
   else if (c.dequant >= 2) launch_gate_up_ss(gu, w.big_scales, ctas, stream);
   else if (w.big_scales) launch_gate_up<true>(gu, c.deep, ctas, stream);
   else launch_gate_up<false>(gu, c.deep, ctas, stream);
-  if (c.wide_gate_up) launch_tile_map(s, E, false, stream);  // down's 128-pair items
+  if (c.wide_gate_up) launch_tile_map(s, E, false, false, stream);  // down's 128-pair items
   if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
     qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
         reinterpret_cast<uint4*>(s.h), s, E, I, R);

@@ -20,6 +20,7 @@
 namespace mx::cuda::ws {
 
 constexpr int kTilePairs = 128;                      // B columns per item
+constexpr int kWideTail96Pairs = kTilePairs + 96;    // wide tiles with Params::tail96
 constexpr int kItemStrips = 16;                      // weight strips per item
 constexpr int kItemRows = kItemStrips * kStripRows;  // 256
 constexpr int kWideStrips = 8;                       // the wide gate_up's items: 128 rows
@@ -86,6 +87,8 @@ struct Params {
   CUtensorMap act128;  // B: [K / 64 x 8 chunks][R x 16 bytes], box 8 x 128 rows
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
   CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
+  CUtensorMap act32;   // box 8 x 32 rows, and
+  CUtensorMap act96;   // 8 x 96 rows: the wide gate_up's second box with tail96
                        // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_maps)
   int N, K, R, topk;
   // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
@@ -94,6 +97,11 @@ struct Params {
   // wgmma groups in flight or the SS kernels: a 48-row K loop made ptxas
   // serialize the deep kernels' wgmmas (C7512), and the SS MMA loop has none.
   bool fine_boxes;
+  // The wide gate_up on tiles of up to 224 pairs whose pairs past the first
+  // 128 take a box of 32, 48, 64 or 96 rows (MoeConfig::ws_box_rows 3; the
+  // box of 32 also for tiles of <= 128 pairs), instead of tiles of 256 and
+  // boxes of 48, 64 or 128 (fused_moe_ws_wide.cu, rows_second).
+  bool tail96;
   MoeScratch s;
   uint4* h;              // gate_up: output in the chunk layout, [I / 64][8][R]
   float* out;            // gate_up zeroes it, down accumulates into it ([T, H])
@@ -117,7 +125,7 @@ __device__ __forceinline__ int box_rows(int count, bool fine) {
   return fine && count <= 48 ? 48 : 64;
 }
 __device__ __forceinline__ const CUtensorMap& act_box(const Params& p, int rows) {
-  return rows == 128 ? p.act128 : rows == 64 ? p.act64 : p.act48;
+  return rows == 128 ? p.act128 : rows == 96 ? p.act96 : rows == 64 ? p.act64 : rows == 48 ? p.act48 : p.act32;
 }
 // f(std::integral_constant<int, rows>) for rows = box_rows(count, kFine):
 // one instantiation of an item's K loop per box width.

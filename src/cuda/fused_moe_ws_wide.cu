@@ -65,23 +65,39 @@ static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for
 // C7512) and the rest in a box of box_rows(rest, fine_boxes) rows: none, 48,
 // 64 or 128. (Session 8 rounded the second box to 32 with n = 32 and 96:
 // C7512 or spills, not run.)
+// kTail96 (Params::tail96, tiles of up to 224 pairs): the box past the first
+// 128 is 32, 48, 64 or 96 rows (64 or 96 without fine boxes), also 32 for
+// items of <= 128 pairs (its rows belong to the next expert or lie past the
+// pairs, where the copy fills zeros: only discarded columns read them), so
+// the kernel compiles four item shapes, as the 256-pair tiles' (128, 0),
+// (128, 48), (128, 64) and (128, 128). At 8192 Kimi tokens (the rest of an
+// expert's pairs past 128 ~ N(42.7, 12.9)) ~8.5 padded columns per expert
+// instead of ~13.4 (docs/mxfp4-prefill.md, session 16).
+template <bool kTail96>
 __device__ __forceinline__ int rows_second(const Params& p, int count) {
-  return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes) : 0;
+  if constexpr (kTail96) {
+    const int rest = count - kTilePairs;
+    if (!p.fine_boxes) return rest <= 64 ? 64 : 96;
+    return rest <= 32 ? 32 : rest <= 48 ? 48 : rest <= 64 ? 64 : 96;
+  } else {
+    return count > kTilePairs ? box_rows(count - kTilePairs, p.fine_boxes) : 0;
+  }
 }
+constexpr int wide_tile_pairs(bool tail96) { return tail96 ? kWideTail96Pairs : kWidePairs; }
 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
 // fused_moe_ws.cuh, with the wide stage layout), kS stages; B shared by a
 // cluster of kCluster CTAs (copy_b).
-template <int kS, int kCluster>
+template <int kS, int kCluster, bool kTail96>
 struct WideProducer {
   RingPosition<WideProducer, kS> at;
   int strip0, start, rows1;
 
   __device__ __forceinline__ void start_item(const Params& p, int item, int row_blocks) {
-    const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
+    const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
     strip0 = it.expert * (p.N / kStripRows) + it.rb * kWideStrips;
     start = it.start;
-    rows1 = rows_second(p, it.count);
+    rows1 = rows_second<kTail96>(p, it.count);
   }
 
   __device__ __forceinline__ void init(const Params& p, int items, int row_blocks) {
@@ -199,7 +215,7 @@ __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32
   store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
-template <bool kBig, int kCluster>
+template <bool kBig, int kCluster, bool kTail96>
 __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(const __grid_constant__ Params p) {
   constexpr int kS = kWideStages;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -219,7 +235,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   else __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
-  if (run_producer<WideProducer<kS, kCluster>>(p, base, bars, items, row_blocks)) {
+  if (run_producer<WideProducer<kS, kCluster, kTail96>>(p, base, bars, items, row_blocks)) {
     // No CTA leaves while another may still copy into it or arrive on its barriers.
     if constexpr (kCluster > 1) dev::cluster_sync();
     return;
@@ -227,39 +243,48 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   int st = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    const Item it = item_at<kWidePairs>(p.s, item, row_blocks);
-    const int rows1 = rows_second(p, it.count);
+    const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
+    const int rows1 = rows_second<kTail96>(p, it.count);
 #define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase)
-    if (rows1 == 128) MX_WIDE_ITEM(128, 128);
-    else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
-    else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
-    else MX_WIDE_ITEM(128, 0);
+    if constexpr (kTail96) {
+      if (rows1 == 96) MX_WIDE_ITEM(128, 96);
+      else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
+      else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
+      else MX_WIDE_ITEM(128, 32);
+    } else {
+      if (rows1 == 128) MX_WIDE_ITEM(128, 128);
+      else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
+      else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
+      else MX_WIDE_ITEM(128, 0);
+    }
 #undef MX_WIDE_ITEM
   }
   if constexpr (kCluster > 1) dev::cluster_sync();
 }
 
-template <bool kBig, int kCluster>
+template <bool kBig, int kCluster, bool kTail96>
 void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
+  constexpr auto kernel = moe_ws_wide_gate_up_kernel<kBig, kCluster, kTail96>;
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(moe_ws_wide_gate_up_kernel<kBig, kCluster>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
+    MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
   });
   LaunchAttrs a;
   if constexpr (kCluster > 1) {
-    ctas = cluster_grid<moe_ws_wide_gate_up_kernel<kBig, kCluster>>(kCluster, kRsThreads, kWideSmem, ctas);
+    ctas = cluster_grid<kernel>(kCluster, kRsThreads, kWideSmem, ctas);
     a.cluster = dim3(kCluster);
   }
-  launch_with(moe_ws_wide_gate_up_kernel<kBig, kCluster>, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
+  launch_with(kernel, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
 }
 
 }  // namespace
 
 template <bool kBig>
 void launch_wide_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
-  if (cluster == 2) launch_wide<kBig, 2>(p, ctas, stream);
-  else launch_wide<kBig, 1>(p, ctas, stream);
+  if (cluster == 2 && p.tail96) launch_wide<kBig, 2, true>(p, ctas, stream);
+  else if (cluster == 2) launch_wide<kBig, 2, false>(p, ctas, stream);
+  else if (p.tail96) launch_wide<kBig, 1, true>(p, ctas, stream);
+  else launch_wide<kBig, 1, false>(p, ctas, stream);
 }
 
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {

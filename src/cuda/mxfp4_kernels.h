@@ -219,7 +219,9 @@ struct MoeConfig {
   // (in the wide gate_up: the pairs past the first 128): 1 = 64 pair rows (as
   // before session 14); 2 = 48 (fewer padded MMAs and B copies) in the kernels
   // that compile it (the RS kernels with one wgmma group in flight, the wide
-  // gate_up; the others keep 64); 0 = auto: 2 (docs/mxfp4-prefill.md).
+  // gate_up; the others keep 64); 3 = as 2, and the wide gate_up on tiles of
+  // up to 224 pairs with the pairs past 128 in a box of 32, 48, 64 or 96
+  // rows; 0 = auto: 3 (docs/mxfp4-prefill.md).
   int ws_box_rows = 0;
   // Path 5, B of the wide gate_up (ws_gate_up_items 2; ignored by the other
   // kernels): 1 = each CTA copies the B of its items; 2 = clusters of 2 CTAs

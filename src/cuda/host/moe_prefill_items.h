@@ -67,8 +67,11 @@ inline int auto_gate_up_depth(long long pairs, long long experts) {
 constexpr int kAutoDequant = 1;
 
 // MoeConfig::ws_box_rows when 0: 2 = B boxes (and wgmma widths) of 48 pair
-// rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14).
-constexpr int kAutoBoxRows = 2;
+// rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14); 3 =
+// as 2, and the wide gate_up on tiles of up to 224 pairs with its second box
+// of 32, 48, 64 or 96 rows (Params::tail96; prepared in session 16, not yet
+// measured).
+constexpr int kAutoBoxRows = 3;
 
 // MoeConfig::ws_gate_up_cluster when 0: CTAs per cluster sharing the wide
 // gate_up's B through TMA multicast (1 = none: each CTA copies its own B).
@@ -90,6 +93,9 @@ struct WsChoices {
   // kernels with one wgmma group in flight and the wide gate_up (the SS
   // kernels and those with two groups in flight keep 64).
   bool fine_gate_up, fine_down;
+  // The wide gate_up on tiles of up to 224 pairs, its second box 32/48/64/96
+  // rows (ws_box_rows 3).
+  bool tail96;
   // CTAs per cluster sharing the wide gate_up's B (TMA multicast): 1 or 2
   // (1 for the other gate_up kernels).
   int gate_up_cluster;
@@ -114,10 +120,12 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
                : adders_take(out_elems) ? kAutoDownEpilogue
                                         : 3;
   c.deep = (asked.gate_up_depth ? asked.gate_up_depth : auto_gate_up_depth(pairs, experts)) == 2;
-  const bool fine = (asked.box_rows ? asked.box_rows : kAutoBoxRows) == 2;
+  const int boxes = asked.box_rows ? asked.box_rows : kAutoBoxRows;
+  const bool fine = boxes >= 2;
   c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
   c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;
   c.gate_up_cluster = c.wide_gate_up ? (asked.gate_up_cluster ? asked.gate_up_cluster : kAutoGateUpCluster) : 1;
+  c.tail96 = c.wide_gate_up && boxes == 3;
   return c;
 }
 

@@ -154,6 +154,18 @@ TEST(MoePrefillChoices, WideGateUpSharesBInPairsOfCtas) {
       << "forced wide items";
 }
 
+// The wide gate_up's 224-pair tiles with second boxes of 32/48/64/96 rows
+// (ws_box_rows 3, auto): only where the wide gate_up runs.
+TEST(MoePrefillChoices, WideTilesOf224PairsOnlyInTheWideGateUp) {
+  constexpr long long kimi = 384, wide_pairs = 8192LL * 8, narrow_pairs = 4096LL * 8;
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{}, wide_pairs, kimi, 1).tail96) << "auto";
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{0, 0, 0, 0, 2}, wide_pairs, kimi, 1).tail96) << "48/64/128 forced";
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{0, 0, 0, 0, 1}, wide_pairs, kimi, 1).tail96) << "64/128 forced";
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{}, narrow_pairs, kimi, 1).tail96) << "256-row items";
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 2, 0, 0, 3}, narrow_pairs, kimi, 1).tail96) << "forced wide items";
+  EXPECT_FALSE(resolve_ws_choices(WsRequest{2, 0, 0, 0, 3}, wide_pairs, kimi, 1).tail96) << "SS gate_up";
+}
+
 // Every setting the config checks accept: the kernel launch_moe_prefill_ws
 // picks gets fine boxes exactly when it compiles them and ws_box_rows is not 1.
 TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
@@ -162,7 +174,7 @@ TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
     for (int items = 0; items <= 2; ++items)
       for (int epilogue = 0; epilogue <= 5; ++epilogue)
         for (int depth = 0; depth <= 2; ++depth)
-          for (int box = 0; box <= 2; ++box)
+          for (int box = 0; box <= 3; ++box)
             for (long long pairs : {16LL * 384, 171LL * 384})
               for (int64_t out : {int64_t(1), past_adders}) {
                 if (items == 2 && dequant >= 2) continue;  // refused by the config checks

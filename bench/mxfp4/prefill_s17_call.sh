@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 17's device call for the MoE prefill (path 5), reproducible from the repository:
+#   bench/mxfp4/prefill_s17_call.sh 1 OUT_DIR   (binaries on PATH: gpu_unbundle.sh), after scripts/gpu_all.sh
+# Call 1: the wide gate_up on tiles of up to 224 pairs, its second B box 32/48/64/96 rows
+# (MoeConfig::ws_box_rows 3, auto in that build) beside tiles of 256 pairs with boxes of 48/64/128 rows
+# (ws_box_rows 2, auto before): 2048 tokens once, 8192 tokens three times (both settings in each run). The
+# filter "auto" also matches every older "(auto before ...)" row.
+set -uo pipefail
+[[ $# -eq 2 ]] || { echo "usage: $0 1 OUT_DIR" >&2; exit 2; }
+call=$1 out=$2
+source bench/mxfp4/prefill_call_common.sh
+case $call in
+  1)
+    rows t2048 --moe-tokens 2048 --moe-only "auto|256 pairs"
+    repeat_rows 3 t8192 --moe-tokens 8192 --moe-only "auto|256 pairs"
+    ;;
+  *) echo "usage: $0 1 OUT_DIR" >&2; exit 2 ;;
+esac
