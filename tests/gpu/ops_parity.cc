@@ -408,6 +408,27 @@ void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu
   }
 }
 
+// "pairs per expert A..B; second boxes 32:n 48:n 64:n 96:n" of a routing over
+// E experts: the item shapes the wide gate_up of path 5 runs on it when it
+// takes them (tiles of up to 224 pairs, the pairs past the first 128 in a box
+// of 32, 48, 64 or 96 rows, a tile of <= 128 pairs with a 32-row one; the
+// rule of rows_second in fused_moe_ws_wide.cu, restated to label the case).
+std::string pairs_per_expert(const MoeRouting& r, int64_t E) {
+  std::vector<int> count(size_t(E), 0);
+  const int32_t* ids = r.expert_ids.data<int32_t>();
+  for (int64_t i = 0; i < r.expert_ids.numel(); ++i) ++count[size_t(ids[i])];
+  std::map<int, int> boxes;
+  for (int c : count)
+    for (int left = c; left > 0; left -= 224) {
+      const int rest = std::min(left, 224) - 128;
+      ++boxes[rest <= 32 ? 32 : rest <= 48 ? 48 : rest <= 64 ? 64 : 96];
+    }
+  const auto [lo, hi] = std::minmax_element(count.begin(), count.end());
+  std::string shown = fmt::format("pairs per expert {}..{}; second boxes", *lo, *hi);
+  for (const auto& [rows, n] : boxes) shown += fmt::format(" {}:{}", rows, n);
+  return shown;
+}
+
 // --mxfp4-gemm-kernel / --moe-kernel: each forced kernel through CudaOps on
 // shapes it takes and shapes it refuses (those fall back to auto with a
 // warning), against the CPU. Names from ops/kernel_names.h.
@@ -482,19 +503,24 @@ void forced_kernel_cases(Harness& h) {
     p.top_k = k, p.routed_scaling_factor = 2.5f;
     MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
     Tensor x = bf16_rounded(random_f32({T, hidden}));
-    h.check("fused_moe", label, gpu.fused_moe(gpu.to_device(x), experts, r), h.cpu_.fused_moe(x, experts, r),
+    // From 512 tokens the label says how many pairs the experts got (which
+    // item shapes of path 5 the case runs).
+    const std::string shown = T < 512 ? label : fmt::format("{} ({})", label, pairs_per_expert(r, E));
+    h.check("fused_moe", shown, gpu.fused_moe(gpu.to_device(x), experts, r), h.cpu_.fused_moe(x, experts, r),
             kBf16Rounding);
   };
   for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
     opt.moe_path = parse_moe_kernel(name);
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    // 40 x 4 pairs: above the direct path's 64. Path 5 also at 768 tokens: 192
-    // pairs per expert on average, where auto_gate_up_items takes the wide
-    // gate_up items (fused_moe_ws_wide.cu; experts of 64, 128 + 64 and
-    // 128 + 128 pairs; 2-CTA clusters sharing B), and at 2048 tokens: 8192
-    // pairs, the multi-CTA router (moe_route_blocks).
+    // 40 x 4 pairs: above the direct path's 64. Path 5 also at 700, 768 and
+    // 1000 tokens: 175, 192 and 250 pairs per expert on average, where
+    // auto_gate_up_items takes the wide gate_up items (fused_moe_ws_wide.cu;
+    // tiles of up to 224 pairs, the pairs past 128 in a box of 32, 48, 64 or
+    // 96 rows, at 1000 tokens experts past 224 cut into two tiles; 2-CTA
+    // clusters sharing B), and at 2048 tokens: 8192 pairs, the multi-CTA
+    // router (moe_route_blocks).
     std::vector<int64_t> token_counts = {1, 40};
-    if (std::strcmp(name, "prefill-ws") == 0) token_counts.insert(token_counts.end(), {768, 2048});
+    if (std::strcmp(name, "prefill-ws") == 0) token_counts.insert(token_counts.end(), {700, 768, 1000, 2048});
     for (int64_t T : token_counts)
       moe_case(gpu, mx, T, H, fmt::format("mxfp4 --moe-kernel {} T{} E{} k{} H{} I{}", name, T, E, k, H, I));
   }
