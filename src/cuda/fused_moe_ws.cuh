@@ -569,8 +569,8 @@ void launch_gate_up_ss(const Params& p, bool big, int ctas, cudaStream_t stream)
 void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cudaStream_t stream);
 
 // fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
-// pairs (MoeConfig::ws_gate_up_items 2; the tile map must be in 256-pair
-// tiles; set_maps with kWideStrips-strip weight boxes and, with `cluster` 2,
+// pairs, 224 with Params::tail96 (MoeConfig::ws_gate_up_items 2; the tile
+// map must be in tiles of as many pairs: launch_tile_map; set_maps with kWideStrips-strip weight boxes and, with `cluster` 2,
 // B boxes of half a K tile).
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 

@@ -1,7 +1,7 @@
 // gate_up of the warp-specialized MoE prefill (path 5) on wide items
 // (MoeConfig::ws_gate_up_items 2): work item = 128 weight rows (8 strips) x
-// one tile of up to 256 pairs of one expert, instead of 256 rows x up to 128
-// pairs (fused_moe_ws.cu).
+// one tile of up to 224 pairs of one expert (256 without Params::tail96),
+// instead of 256 rows x up to 128 pairs (fused_moe_ws.cu).
 // Why: at 8192 Kimi tokens an expert has ~171 pairs (129..221), so the
 // 128-pair tiles cut it into a full item and a partial one of <= 64 pairs:
 // every weight tile was loaded and dequantized twice, and the partial item
@@ -10,11 +10,13 @@
 // issues one wgmma group of m64 x n(R0 + R1 pairs) x k64 from those
 // registers, so the weights are loaded and dequantized once per call and the
 // tensor pipe gets 1.5-2x the MMAs per dequantized fragment. Padding: the
-// pairs past 128 rounded up to 48, 64 or 128 (box_rows; 8% at 8192 tokens,
-// 14% in 64-row steps before session 14). Cost: B
+// pairs past 128 rounded up to 32, 48, 64 or 96 (rows_second, tail96: ~5% at
+// 8192 tokens; 48, 64 or 128 before session 17: 8%; 14% in 64-row steps
+// before session 14). Cost: B
 // (the gathered x) is read by 32 row blocks per expert instead of 16 (from L2).
-//   * Stage = B in two boxes of up to 128 pair rows (the second may be 48, 64
-//     or absent; its own wgmma descriptors) + 8 strips' code and scale tiles.
+//   * Stage = B in two boxes of up to 128 pair rows (the second 32, 48, 64 or
+//     96 rows with tail96, else 48, 64, 128 or absent; its own wgmma
+//     descriptors) + 8 strips' code and scale tiles.
 //     5 stages, filled by the producer warpgroup (fused_moe_ws.cuh).
 //   * 2 warpgroups x 64 rows: warp w of warpgroup wg owns strip 4 wg + w.
 //   * kCluster 2 (MoeConfig::ws_gate_up_cluster 2, auto): clusters of 2
@@ -72,7 +74,8 @@ static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for
 // the kernel compiles four item shapes, as the 256-pair tiles' (128, 0),
 // (128, 48), (128, 64) and (128, 128). At 8192 Kimi tokens (the rest of an
 // expert's pairs past 128 ~ N(42.7, 12.9)) ~8.5 padded columns per expert
-// instead of ~13.4 (docs/mxfp4-prefill.md, session 16).
+// instead of ~13.4: gate_up 2.5-2.8% faster (session 17,
+// bench/mxfp4/results-prefill-2026-12-02-s17.md; auto).
 template <bool kTail96>
 __device__ __forceinline__ int rows_second(const Params& p, int count) {
   if constexpr (kTail96) {

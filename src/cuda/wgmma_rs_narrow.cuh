@@ -65,7 +65,6 @@ __device__ __forceinline__ void wgmma_rs_bf16_n96(float (&d)[48], const uint32_t
       : "memory");
 }
 
-
 // d += A * B for m64 n(NT) k16, NT = 16, 32 or 64 tokens (d: NT / 2 floats).
 template <int NT>
 __device__ __forceinline__ void wgmma_rs_bf16_tokens(float (&d)[NT / 2], const uint32_t (&a)[4],

@@ -69,8 +69,9 @@ constexpr int kAutoDequant = 1;
 // MoeConfig::ws_box_rows when 0: 2 = B boxes (and wgmma widths) of 48 pair
 // rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14); 3 =
 // as 2, and the wide gate_up on tiles of up to 224 pairs with its second box
-// of 32, 48, 64 or 96 rows (Params::tail96; prepared in session 16, not yet
-// measured).
+// of 32, 48, 64 or 96 rows (Params::tail96). H200, 2026-12-02 (session 17,
+// bench/mxfp4/results-prefill-2026-12-02-s17.md), 8192 Kimi tokens, three
+// runs: gate_up 7057-7101 us against 7250-7262 with 2, W4A16 1.0-1.3% faster.
 constexpr int kAutoBoxRows = 3;
 
 // MoeConfig::ws_gate_up_cluster when 0: CTAs per cluster sharing the wide
