@@ -165,7 +165,10 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
     add_ws_variant_both_modes("warp-specialized, gate_up items 256 rows x 128 pairs (auto before 2026-12-01 s8)",
                               [](Variant& v) { v.ws_items = 1; }, vs);
   // Path 5's gate_up on items of 128 rows x up to 256 pairs (one per expert
-  // and row block at ~171 pairs per expert), beside auto.
+  // and row block at ~171 pairs per expert), beside auto. Since session 17
+  // these wide items are tiles of up to 224 pairs wherever auto's box rule
+  // takes them (up to 192 pairs per expert); the labels below keep "256" so
+  // that the older call scripts' --moe-only filters still select them.
   if (T >= 512)
     add_ws_variant_both_modes("warp-specialized, gate_up items 128 rows x 256 pairs",
                               [](Variant& v) { v.ws_items = 2; }, vs);

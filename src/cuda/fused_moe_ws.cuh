@@ -5,7 +5,7 @@
 // expert; the copy ring of TMA stages (B, code and scale tiles), the
 // epilogues (h in the chunk layout; out += weight * y) and the per-call
 // parameters are the same in both; fused_moe_ws_wide.cu (gate_up on 128-row
-// x 256-pair items) uses them too. Included by those three .cu files only.
+// items of up to 224 or 256 pairs) uses them too. Included by those three .cu files only.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>

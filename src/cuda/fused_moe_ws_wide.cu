@@ -123,7 +123,7 @@ struct WideProducer {
   }
 };
 
-// K loop of one item for one warp: acc0 (pairs 0..127) and acc1 (128..255)
+// K loop of one item for one warp: acc0 (pairs 0..127) and acc1 (128..R1 + 127)
 // += strip (4 wg + w) x B. One wgmma group per K tile, dequantized while the
 // previous one runs (wait_group 1, 2 A buffers); the stage of tile j - 1 is
 // given back once its group retired.

@@ -1,6 +1,6 @@
 // Narrow BF16 warpgroup MMAs with A from registers (RS form), for few tokens
-// and for the MoE prefill's partial pair tiles: wgmma.m64n16k16, m64n32k16 and
-// m64n48k16 (wgmma_rs.cuh has n = 64..256). Same operand
+// and for the MoE prefill's partial pair tiles: wgmma.m64n16k16, m64n32k16,
+// m64n48k16 and m64n96k16 (wgmma_rs.cuh has n = 64..256). Same operand
 // conventions as wgmma_rs.cuh: d is the accumulator fragment of m64nNk16
 // (N / 2 floats per thread: d[4 i + c] = row g + 8 (c >> 1) of the warp's 16,
 // column 8 i + 2 t + (c & 1)), a the per-warp A fragment of mma.m16n8k16, B

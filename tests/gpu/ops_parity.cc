@@ -39,6 +39,7 @@
 #include "cuda/backend/device_memory.h"
 #include "cuda/device_info.h"
 #include "cuda/host/dense_ring_plan.h"
+#include "cuda/host/moe_prefill_items.h"
 #include "model/causal_lm.h"
 #include "model/greedy.h"
 #include "ops/backend_registry.h"
@@ -408,25 +409,41 @@ void moe_cases(Harness& h, cuda::CudaOps& gpu_ref, cuda::CudaOps& gpu4, Ops& cpu
   }
 }
 
-// "pairs per expert A..B; second boxes 32:n 48:n 64:n 96:n" of a routing over
-// E experts: the item shapes the wide gate_up of path 5 runs on it when it
-// takes them (tiles of up to 224 pairs, the pairs past the first 128 in a box
-// of 32, 48, 64 or 96 rows, a tile of <= 128 pairs with a 32-row one; the
-// rule of rows_second in fused_moe_ws_wide.cu, restated to label the case).
-std::string pairs_per_expert(const MoeRouting& r, int64_t E) {
+// The item shapes the wide gate_up of path 5 runs on a routing over E experts
+// when it takes the 224-pair tiles (Params::tail96): each expert's pairs cut
+// into tiles of up to 224, the pairs of a tile past the first 128 in a second
+// box of 32, 48, 64 or 96 rows, a tile of <= 128 pairs with a 32-row one (the
+// rule of rows_second in fused_moe_ws_wide.cu, restated to label and check
+// the cases).
+struct WideTileShapes {
+  int fewest = 0, most = 0;
+  std::map<int, int> second_boxes;  // rows -> tiles
+  int split_experts = 0;            // experts past 224 pairs
+  int short_tiles = 0;              // tiles of <= 128 pairs
+
+  std::string text() const {
+    std::string shown = fmt::format("pairs per expert {}..{}; second boxes", fewest, most);
+    for (const auto& [rows, n] : second_boxes) shown += fmt::format(" {}:{}", rows, n);
+    return shown + fmt::format("; experts past 224: {}, tiles <= 128: {}", split_experts, short_tiles);
+  }
+};
+
+WideTileShapes wide_tile_shapes(const MoeRouting& r, int64_t E) {
   std::vector<int> count(size_t(E), 0);
   const int32_t* ids = r.expert_ids.data<int32_t>();
   for (int64_t i = 0; i < r.expert_ids.numel(); ++i) ++count[size_t(ids[i])];
-  std::map<int, int> boxes;
-  for (int c : count)
+  WideTileShapes shapes;
+  const auto [lo, hi] = std::minmax_element(count.begin(), count.end());
+  shapes.fewest = *lo, shapes.most = *hi;
+  for (int c : count) {
+    shapes.split_experts += c > 224;
     for (int left = c; left > 0; left -= 224) {
       const int rest = std::min(left, 224) - 128;
-      ++boxes[rest <= 32 ? 32 : rest <= 48 ? 48 : rest <= 64 ? 64 : 96];
+      shapes.short_tiles += rest <= 0;
+      ++shapes.second_boxes[rest <= 32 ? 32 : rest <= 48 ? 48 : rest <= 64 ? 64 : 96];
     }
-  const auto [lo, hi] = std::minmax_element(count.begin(), count.end());
-  std::string shown = fmt::format("pairs per expert {}..{}; second boxes", *lo, *hi);
-  for (const auto& [rows, n] : boxes) shown += fmt::format(" {}:{}", rows, n);
-  return shown;
+  }
+  return shapes;
 }
 
 // --mxfp4-gemm-kernel / --moe-kernel: each forced kernel through CudaOps on
@@ -497,17 +514,25 @@ void forced_kernel_cases(Harness& h) {
   const int64_t E = 16, H = 256, I = 128, k = 4;
   std::vector<ExpertWeights> mx = make_experts(WeightFormat::Mxfp4, DType::F32, E, H, I, false);
   // One fused MoE case at T tokens on experts of hidden size mx's, routed top-k of E.
+  // `bias`: the routing's correction bias (empty: none). Where path 5's auto
+  // rule takes the wide gate_up's 224-pair tiles the label lists the item
+  // shapes the routing gives; `must_split` fails the case unless an expert
+  // passes 224 pairs (a tile of 224 and a short one on the 32-row box).
   const auto moe_case = [&](cuda::CudaOps& gpu, const std::vector<ExpertWeights>& experts, int64_t T,
-                            int64_t hidden, const std::string& label) {
+                            int64_t hidden, const std::string& label, const Tensor& bias = Tensor(),
+                            bool must_split = false) {
     RoutingParams p;
     p.top_k = k, p.routed_scaling_factor = 2.5f;
-    MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), Tensor(), p);
+    MoeRouting r = h.cpu_.route_noaux_tc(random_f32({T, E}, 2.0f), bias, p);
     Tensor x = bf16_rounded(random_f32({T, hidden}));
-    // From 512 tokens the label says how many pairs the experts got (which
-    // item shapes of path 5 the case runs).
-    const std::string shown = T < 512 ? label : fmt::format("{} ({})", label, pairs_per_expert(r, E));
+    const cuda::WsChoices auto_ws = cuda::resolve_ws_choices(cuda::WsRequest{}, T * k, E, T * hidden);
+    const WideTileShapes shapes = wide_tile_shapes(r, E);
+    const bool tail96 = auto_ws.tail96;  // on the cases that force path 5
+    const std::string shown = tail96 ? fmt::format("{} (224-pair tiles: {})", label, shapes.text()) : label;
     h.check("fused_moe", shown, gpu.fused_moe(gpu.to_device(x), experts, r), h.cpu_.fused_moe(x, experts, r),
             kBf16Rounding);
+    if (must_split && !(tail96 && shapes.split_experts > 0 && shapes.short_tiles > 0))
+      h.out_.back().note = "FAIL: the routing gave no expert past 224 pairs on the 224-pair tiles";
   };
   for (const char* name : {"routed", "direct", "prefill-tiles", "prefill-wgmma", "prefill-ws"}) {
     opt.moe_path = parse_moe_kernel(name);
@@ -515,14 +540,27 @@ void forced_kernel_cases(Harness& h) {
     // 40 x 4 pairs: above the direct path's 64. Path 5 also at 700, 768 and
     // 1000 tokens: 175, 192 and 250 pairs per expert on average, where
     // auto_gate_up_items takes the wide gate_up items (fused_moe_ws_wide.cu;
-    // tiles of up to 224 pairs, the pairs past 128 in a box of 32, 48, 64 or
-    // 96 rows, at 1000 tokens experts past 224 cut into two tiles; 2-CTA
-    // clusters sharing B), and at 2048 tokens: 8192 pairs, the multi-CTA
-    // router (moe_route_blocks).
+    // 2-CTA clusters sharing B): at 700 and 768 tiles of up to 224 pairs, the
+    // pairs past 128 in a box of 32, 48, 64 or 96 rows; at 1000 tiles of 256
+    // and boxes of 48, 64 or 128 (kTail96MaxPairsPerExpert); and at 2048
+    // tokens: 8192 pairs, the multi-CTA router (moe_route_blocks).
     std::vector<int64_t> token_counts = {1, 40};
     if (std::strcmp(name, "prefill-ws") == 0) token_counts.insert(token_counts.end(), {700, 768, 1000, 2048});
     for (int64_t T : token_counts)
       moe_case(gpu, mx, T, H, fmt::format("mxfp4 --moe-kernel {} T{} E{} k{} H{} I{}", name, T, E, k, H, I));
+  }
+  // An expert past 224 pairs on the 224-pair tiles: expert 0, favoured by the
+  // correction bias, is chosen by every token (700 pairs: tiles of 224, 224,
+  // 224 and 28, the last on the 32-row box) while the average stays at 175.
+  {
+    opt.moe_path = parse_moe_kernel("prefill-ws");
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    Tensor bias = Tensor::empty(DType::F32, {E});
+    std::fill(bias.data<float>(), bias.data<float>() + E, 0.0f);
+    bias.data<float>()[0] = 100.0f;
+    moe_case(gpu, mx, 700, H,
+             fmt::format("mxfp4 --moe-kernel prefill-ws T700 E{} k{} H{} I{}, expert 0 on every token", E, k, H, I),
+             bias, true);
   }
   // The wide gate_up's 2-CTA clusters with each ring stage reused: H = 512 is
   // 8 K tiles against the ring's 5 stages, so every stage goes back to both

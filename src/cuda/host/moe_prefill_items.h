@@ -9,7 +9,8 @@
 namespace mx::cuda {
 
 // 1 = 256 rows x up to 128 pairs of one expert (fused_moe_ws.cu); 2 = 128
-// rows x up to 256 pairs (fused_moe_ws_wide.cu), which loads and dequantizes
+// rows x up to 256 pairs, 224 with the 224-pair tiles (kAutoBoxRows,
+// kTail96MaxPairsPerExpert; fused_moe_ws_wide.cu), which loads and dequantizes
 // each weight tile once per call where the 128-pair items cut almost every
 // expert into a full and a partial item. H200, 2026-12-01
 // (bench/mxfp4/results-prefill-2026-12-01-s8.md and the session's final
@@ -74,6 +75,15 @@ constexpr int kAutoDequant = 1;
 // runs: gate_up 7057-7101 us against 7250-7262 with 2, W4A16 1.0-1.3% faster.
 constexpr int kAutoBoxRows = 3;
 
+// Auto's 224-pair tiles (ws_box_rows 0 -> 3) only up to this many pairs per
+// expert on average: from ~208 a large share of the experts pass 224 and
+// each would be cut into a 224-pair tile and a small one that loads and
+// dequantizes the expert's weights again, the cost the wide items remove
+// (not measured; measured at 171 pairs per expert). At 192 ~1% of the
+// experts pass 224 (sd ~13.4). Above it auto keeps the 256-pair tiles and
+// the 48/64/128-row boxes (as ws_box_rows 2); ws_box_rows 3 forces them.
+constexpr int kTail96MaxPairsPerExpert = 192;
+
 // MoeConfig::ws_gate_up_cluster when 0: CTAs per cluster sharing the wide
 // gate_up's B through TMA multicast (1 = none: each CTA copies its own B).
 // H200, 2026-12-02 (bench/mxfp4/results-prefill-2026-12-02-s15.md, call 2,
@@ -126,7 +136,8 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
   c.fine_gate_up = fine && c.dequant == 1 && (c.wide_gate_up || !c.deep);
   c.fine_down = fine && c.dequant != 3 && c.epilogue != 4;
   c.gate_up_cluster = c.wide_gate_up ? (asked.gate_up_cluster ? asked.gate_up_cluster : kAutoGateUpCluster) : 1;
-  c.tail96 = c.wide_gate_up && boxes == 3;
+  c.tail96 = c.wide_gate_up && boxes == 3 &&
+             (asked.box_rows == 3 || pairs <= kTail96MaxPairsPerExpert * experts);
   return c;
 }
 

@@ -164,6 +164,13 @@ TEST(MoePrefillChoices, WideTilesOf224PairsOnlyInTheWideGateUp) {
   EXPECT_FALSE(resolve_ws_choices(WsRequest{}, narrow_pairs, kimi, 1).tail96) << "256-row items";
   EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 2, 0, 0, 3}, narrow_pairs, kimi, 1).tail96) << "forced wide items";
   EXPECT_FALSE(resolve_ws_choices(WsRequest{2, 0, 0, 0, 3}, wide_pairs, kimi, 1).tail96) << "SS gate_up";
+  // Auto stops at 192 pairs per expert on average (experts past 224 would be
+  // cut in two); forcing ws_box_rows 3 does not.
+  constexpr long long at_limit = 192LL * kimi, past_limit = 193LL * kimi;
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{}, at_limit, kimi, 1).tail96) << "auto at 192 per expert";
+  const WsChoices past = resolve_ws_choices(WsRequest{}, past_limit, kimi, 1);
+  EXPECT_TRUE(past.wide_gate_up && past.fine_gate_up && !past.tail96) << "auto past 192: 256-pair tiles, fine boxes";
+  EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 0, 0, 0, 3}, 250LL * kimi, kimi, 1).tail96) << "forced at 250";
 }
 
 // Every setting the config checks accept: the kernel launch_moe_prefill_ws
@@ -189,6 +196,9 @@ TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
                 EXPECT_EQ(c.fine_gate_up, asked && gate_up_has)
                     << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
                 EXPECT_EQ(c.fine_down, asked && down_has)
+                    << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
+                // The 224-pair tiles only in the wide kernel, which reads them as fine boxes.
+                EXPECT_EQ(c.tail96, (box == 0 || box == 3) && gate_up == kWide)
                     << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
               }
 }
