@@ -74,8 +74,9 @@ static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for
 // the kernel compiles four item shapes, as the 256-pair tiles' (128, 0),
 // (128, 48), (128, 64) and (128, 128). At 8192 Kimi tokens (the rest of an
 // expert's pairs past 128 ~ N(42.7, 12.9)) ~8.5 padded columns per expert
-// instead of ~13.4: gate_up 2.5-2.8% faster (session 17,
-// bench/mxfp4/results-prefill-2026-12-02-s17.md; auto).
+// instead of ~13.4: gate_up faster in 5 of 6 same-run comparisons, mean
+// 1.5% (session 17, bench/mxfp4/results-prefill-2026-12-02-s17.md; auto up
+// to 192 pairs per expert).
 template <bool kTail96>
 __device__ __forceinline__ int rows_second(const Params& p, int count) {
   if constexpr (kTail96) {

@@ -71,8 +71,9 @@ constexpr int kAutoDequant = 1;
 // rows for partial tiles of <= 48 pairs, 1 = 64 (as before session 14); 3 =
 // as 2, and the wide gate_up on tiles of up to 224 pairs with its second box
 // of 32, 48, 64 or 96 rows (Params::tail96). H200, 2026-12-02 (session 17,
-// bench/mxfp4/results-prefill-2026-12-02-s17.md), 8192 Kimi tokens, three
-// runs: gate_up 7057-7101 us against 7250-7262 with 2, W4A16 1.0-1.3% faster.
+// bench/mxfp4/results-prefill-2026-12-02-s17.md), 8192 Kimi tokens, six
+// same-run comparisons with 2: gate_up faster in 5 (mean -107 us, -1.5%),
+// the call in 5 (-0.12 to -0.23 ms).
 constexpr int kAutoBoxRows = 3;
 
 // Auto's 224-pair tiles (ws_box_rows 0 -> 3) only up to this many pairs per
