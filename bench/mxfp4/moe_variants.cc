@@ -159,6 +159,11 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
   if (T >= 512)
     add_ws_variant_both_modes("warp-specialized, wide tiles of 256 pairs, boxes 48/64/128 (auto before 2026-12-02 s17)",
                               [](Variant& v) { v.ws_box = 2; }, vs);
+  // The 224-pair tiles forced where auto stops taking them (past 192 pairs
+  // per expert on average: experts past 224 cut in two), to measure that limit.
+  if (T >= 9216)
+    add_ws_variant_both_modes("warp-specialized, wide tiles of 224 pairs forced (ws_box_rows 3)",
+                              [](Variant& v) { v.ws_box = 3; }, vs);
   // Path 5 as auto was before session 8 (gate_up on 256-row items), beside
   // auto, which takes the wide items from 160 pairs per expert.
   if (T >= 2048)
