@@ -79,9 +79,11 @@ constexpr int kAutoBoxRows = 3;
 // Auto's 224-pair tiles (ws_box_rows 0 -> 3) only up to this many pairs per
 // expert on average: from ~208 a large share of the experts pass 224 and
 // each would be cut into a 224-pair tile and a small one that loads and
-// dequantizes the expert's weights again, the cost the wide items remove
-// (not measured; measured at 171 pairs per expert). At 192 ~1% of the
-// experts pass 224 (sd ~13.4). Above it auto keeps the 256-pair tiles and
+// dequantizes the expert's weights again, the cost the wide items remove.
+// At 192 ~1% of the experts pass 224 (sd ~13.4). Measured (session 17, call
+// 4): the 224-pair tiles forced at 213 / 235 / 256 pairs per expert made
+// gate_up 7.6% / 40% / 21% slower than the 256-pair tiles; at 171 faster;
+// between 171 and 213 not measured. Above it auto keeps the 256-pair tiles and
 // the 48/64/128-row boxes (as ws_box_rows 2); ws_box_rows 3 forces them.
 constexpr int kTail96MaxPairsPerExpert = 192;
 
