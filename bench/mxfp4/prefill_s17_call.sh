@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 17's device call for the MoE prefill (path 5), reproducible from the repository:
-#   bench/mxfp4/prefill_s17_call.sh 1|2|4|5 OUT_DIR   (binaries on PATH: gpu_unbundle.sh), after scripts/gpu_all.sh
+#   bench/mxfp4/prefill_s17_call.sh 1|2|4 OUT_DIR   (binaries on PATH: gpu_unbundle.sh), after scripts/gpu_all.sh
 # Call 1: the wide gate_up on tiles of up to 224 pairs, its second B box 32/48/64/96 rows
 # (MoeConfig::ws_box_rows 3, auto in that build) beside tiles of 256 pairs with boxes of 48/64/128 rows
 # (ws_box_rows 2, auto before): 2048 tokens once, 8192 tokens three times (both settings in each run). The
@@ -11,7 +11,7 @@
 # average): at 10240, 11264 and 12288 tokens (213, 235, 256 pairs per expert) the 224-pair tiles forced
 # (ws_box_rows 3) beside the 256-pair tiles (ws_box_rows 2, what auto runs there).
 set -uo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 1|2|4|5 OUT_DIR" >&2; exit 2; }
+[[ $# -eq 2 ]] || { echo "usage: $0 1|2|4 OUT_DIR" >&2; exit 2; }
 call=$1 out=$2
 source bench/mxfp4/prefill_call_common.sh
 case $call in
@@ -31,9 +31,5 @@ case $call in
       rows "t$t" --moe-tokens "$t" --moe-only "224 pairs forced|boxes 48/64/128"
     done
     ;;
-  5)
-    repeat_rows 2 t9216 --moe-tokens 9216 --moe-only "224 pairs forced|boxes 48/64/128"
-    rows t9728 --moe-tokens 9728 --moe-only "224 pairs forced|boxes 48/64/128"
-    ;;
-  *) echo "usage: $0 1|2|4|5 OUT_DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|4 OUT_DIR" >&2; exit 2 ;;
 esac
