@@ -5,8 +5,9 @@
 # (MoeConfig::ws_box_rows 3, auto in that build) beside tiles of 256 pairs with boxes of 48/64/128 rows
 # (ws_box_rows 2, auto before): 2048 tokens once, 8192 tokens three times (both settings in each run). The
 # filter "auto" also matches every older "(auto before ...)" row.
-# Call 2: the 8192-token auto rows once (W4A16 and W4A4; the filter takes the older "auto before" rows too) with nvidia-smi sampling the SM clock, power draw and
-# the active clock-throttle reasons every 100 ms into $out/smi.csv (what holds the clock during the prefill).
+# Call 2: the 8192-token auto rows once (W4A16 and W4A4; the filter takes the older "auto before" rows
+# too) with nvidia-smi sampling the SM clock, power draw and the active clock-throttle reasons every 100 ms
+# into $out/smi.csv (what holds the clock during the prefill).
 # Call 4 (after the final run; mxfp4_bench only): auto's limit for the 224-pair tiles (192 pairs per expert on
 # average): at 10240, 11264 and 12288 tokens (213, 235, 256 pairs per expert) the 224-pair tiles forced
 # (ws_box_rows 3) beside the 256-pair tiles (ws_box_rows 2, what auto runs there).

@@ -5,7 +5,8 @@
 // expert; the copy ring of TMA stages (B, code and scale tiles), the
 // epilogues (h in the chunk layout; out += weight * y) and the per-call
 // parameters are the same in both; fused_moe_ws_wide.cu (gate_up on 128-row
-// items of up to 224 or 256 pairs) uses them too. Included by those three .cu files only.
+// items of up to 224 or 256 pairs) uses them too. Included by those three .cu
+// files only.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -569,9 +570,10 @@ void launch_gate_up_ss(const Params& p, bool big, int ctas, cudaStream_t stream)
 void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cudaStream_t stream);
 
 // fused_moe_ws_wide.cu: gate_up on items of 128 rows x one tile of up to 256
-// pairs, 224 with Params::tail96 (MoeConfig::ws_gate_up_items 2; the tile
-// map must be in tiles of as many pairs: launch_tile_map; set_maps with kWideStrips-strip weight boxes and, with `cluster` 2,
-// B boxes of half a K tile).
+// pairs, 224 with Params::tail96 (MoeConfig::ws_gate_up_items 2). The tile
+// map must be in tiles of as many pairs (launch_tile_map), the maps made by
+// set_maps with kWideStrips-strip weight boxes and, with `cluster` 2, B boxes
+// of half a K tile.
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

@@ -213,7 +213,8 @@ struct MoeConfig {
   // Path 5, gate_up's work items: 1 = 256 weight rows x up to 128 pairs of one
   // expert; 2 = 128 rows x up to 256 pairs, 224 with ws_box_rows 3
   // (fused_moe_ws_wide.cu: one item per expert and row block at ~171 pairs
-  // per expert, weights dequantized once per call; ws_dequant 1 only); 0 = auto (docs/mxfp4-prefill.md).
+  // per expert, weights dequantized once per call; ws_dequant 1 only); 0 =
+  // auto (docs/mxfp4-prefill.md).
   int ws_gate_up_items = 0;
   // Path 5, B's box and wgmma width for an item's partial tile of <= 48 pairs
   // (in the wide gate_up: the pairs past the first 128): 1 = 64 pair rows (as
