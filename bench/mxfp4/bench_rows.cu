@@ -23,7 +23,11 @@ bool moe_row_selected(const char* label) {
   for (size_t b = 0, e; b <= only.size(); b = e + 1) {
     e = only.find('|', b);
     if (e == std::string::npos) e = only.size();
-    if (e > b && std::strstr(label, only.substr(b, e - b).c_str())) return true;
+    const std::string piece = only.substr(b, e - b);
+    // "=LABEL": that label exactly (so that "=auto" leaves out the "(auto before ...)" rows).
+    if (piece.size() > 1 && piece[0] == '=' ? piece.compare(1, std::string::npos, label) == 0
+                                            : !piece.empty() && std::strstr(label, piece.c_str()))
+      return true;
   }
   return false;
 }

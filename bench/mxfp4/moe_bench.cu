@@ -135,6 +135,7 @@ MoeConfig moe_config(const Variant& v) {
   cfg.ws_gate_up_items = v.ws_items;
   cfg.ws_box_rows = v.ws_box;
   cfg.ws_gate_up_cluster = v.gu_cluster;
+  cfg.ws_down_items = v.down_items;
   return cfg;
 }
 

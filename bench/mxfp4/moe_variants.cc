@@ -177,6 +177,15 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
   if (T >= 512)
     add_ws_variant_both_modes("warp-specialized, gate_up items 128 rows x 256 pairs",
                               [](Variant& v) { v.ws_items = 2; }, vs);
+  // down on the wide gate_up's items (128 rows x one tile of up to 224 pairs:
+  // w2 dequantized once per call), each CTA copying its B or 2-CTA clusters
+  // sharing it, beside auto (the wide gate_up forced where auto has not).
+  if (T >= 2048) {
+    add_ws_variant_both_modes("warp-specialized, down on the wide items, B per CTA (ws_down_items 2)",
+                              [](Variant& v) { v.ws_items = 2, v.down_items = 2; }, vs);
+    add_ws_variant_both_modes("warp-specialized, down on the wide items, 2-CTA clusters (ws_down_items 3)",
+                              [](Variant& v) { v.ws_items = 2, v.down_items = 3; }, vs);
+  }
   // The wide gate_up with each CTA copying its own B, beside auto's 2-CTA
   // clusters sharing it (TMA multicast).
   if (T >= 512)

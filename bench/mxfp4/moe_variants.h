@@ -21,6 +21,7 @@ struct Variant {
   int ws_items = 0;    // MoeConfig::ws_gate_up_items (path 5)
   int ws_box = 0;      // MoeConfig::ws_box_rows (path 5)
   int gu_cluster = 0;  // MoeConfig::ws_gate_up_cluster (path 5)
+  int down_items = 0;  // MoeConfig::ws_down_items (path 5)
   bool before = false;  // the decode rule before the wide kernels (2026-11-30)
 };
 

@@ -33,6 +33,9 @@
 // --read-probe: only the copy bandwidth and, for the two large weights, that
 // read-only kernel beside other ways of streaming the same bytes (LDG per-CTA
 // ranges, bulk copies into a shared-memory ring; read_floor_probe.h).
+// --moe-only A|B..: only the fused-MoE rows whose label contains A or B ..;
+// a piece "=LABEL" takes that label exactly ("=auto": auto's rows without
+// the "(auto before ...)" ones).
 //
 // The fused-MoE rows are moe_bench.cu's (variants in moe_variants.cc); the
 // row table, emit() and the seed sequence, shared by both, bench_rows.h.

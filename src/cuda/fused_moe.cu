@@ -464,7 +464,7 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
     fail_input("fused_moe_decode: the direct path takes <= {} pairs, got {}", kDirectMaxPairs, pairs);
   if (path == kPrefillPath && (2 * I) % 128)
     fail_input("fused_moe_decode: the prefill path needs 2I % 128 == 0, got I={}", I);
-  if (path == kWsPath) check_moe_prefill_ws(w, T, config);
+  if (path == kWsPath) check_moe_prefill_ws(w, T, pairs, config);
   if (config.weight_loads < 0 || config.weight_loads > kWideLoads || config.pdl < 0 || config.pdl > 2)
     fail_input("fused_moe_decode: weight_loads must be 0..6 and pdl 0..2, got {} and {}",
                config.weight_loads, config.pdl);
@@ -487,6 +487,8 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
     fail_input("fused_moe_decode: ws_box_rows must be 0..3, got {}", config.ws_box_rows);
   if (config.ws_gate_up_cluster < 0 || config.ws_gate_up_cluster > 2)
     fail_input("fused_moe_decode: ws_gate_up_cluster must be 0..2, got {}", config.ws_gate_up_cluster);
+  if (config.ws_down_items < 0 || config.ws_down_items > 3)
+    fail_input("fused_moe_decode: ws_down_items must be 0..3, got {}", config.ws_down_items);
 }
 
 }  // namespace

@@ -299,7 +299,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
     }
     dev::fence_mbar_init();
   }
-  if constexpr (kGateUp) zero_out_for_down<kRsThreads>(p);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;
@@ -309,6 +308,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_kernel(const __grid_cons
           run_adders<DownArea>(p, staging, items, row_blocks);
         }))
       return;
+  } else if constexpr (kGateUp) {
+    if (run_producer<Producer<kS>>(p, base, bars, items, row_blocks, ZeroOutForDown{p})) return;
   } else if (run_producer<Producer<kS>>(p, base, bars, items, row_blocks)) {
     return;
   }
@@ -419,8 +420,8 @@ namespace {
 // checked the config's ranges (check_decode_config in fused_moe.cu,
 // check_moe_prefill_ws) before anything launched. out_elems = T x H.
 WsChoices resolve_ws_choices(const MoeConfig& config, int pairs, int experts, int64_t out_elems) {
-  const WsRequest asked{config.ws_dequant, config.ws_gate_up_items, config.ws_down_epilogue, config.ws_gate_up_depth,
-                        config.ws_box_rows, config.ws_gate_up_cluster};
+  const WsRequest asked{config.ws_dequant,  config.ws_gate_up_items,   config.ws_down_epilogue, config.ws_gate_up_depth,
+                        config.ws_box_rows, config.ws_gate_up_cluster, config.ws_down_items};
   return resolve_ws_choices(asked, pairs, experts, out_elems);
 }
 
@@ -439,8 +440,14 @@ bool moe_prefill_ws_rounds_y(const MoeConfig& config, int T, int H) {
   return resolve_ws_choices(config, 0, 1, int64_t(T) * H).rounds_y();
 }
 
-void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config) {
+void check_moe_prefill_ws(const MoeWeights& w, int T, int pairs, const MoeConfig& config) {
   check_moe_prefill_ws_shape(w);
+  if ((config.ws_down_items == 2 || config.ws_down_items == 3) &&
+      !resolve_ws_choices(config, pairs, w.experts, int64_t(T) * w.hidden).wide_down)
+    fail_input("fused_moe_decode: ws_down_items {} (down on the wide items) needs the wide gate_up items, "
+               "ws_dequant 1 and the adders' epilogue with one wgmma group (ws_down_epilogue 5), "
+               "which {} tokens with these settings do not give",
+               config.ws_down_items, T);
   if (moe_prefill_ws_rounds_y(config, T, w.hidden) && !adders_take(int64_t(T) * w.hidden))
     fail_input("fused_moe_decode: down's adder epilogue (ws_down_epilogue {}) takes T x H < 2^32, got {} x {}",
                config.ws_down_epilogue, T, w.hidden);
@@ -471,10 +478,12 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   Params dn = gu;
   dn.N = H;
   dn.K = I;
-  set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
+  if (c.wide_down) set_maps(dn, w.w2_codes, w.w2_scales, E, s.h, kWideStrips, c.down_cluster);
+  else set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
   gu.fine_boxes = c.fine_gate_up;
-  dn.fine_boxes = c.fine_down;
+  dn.fine_boxes = c.wide_down ? c.fine_gate_up : c.fine_down;  // the wide down: gate_up's items
   gu.tail96 = c.tail96;
+  dn.tail96 = c.wide_down && c.tail96;
   launch_tile_map(s, E, c.wide_gate_up, c.tail96, stream);
   record_phase(config, 2, stream);
   gather_pairs_kernel<<<dim3(unsigned((R + kGatherRows - 1) / kGatherRows), unsigned(H / kTileK)), kGatherRows, 0,
@@ -485,14 +494,15 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   else if (c.dequant >= 2) launch_gate_up_ss(gu, w.big_scales, ctas, stream);
   else if (w.big_scales) launch_gate_up<true>(gu, c.deep, ctas, stream);
   else launch_gate_up<false>(gu, c.deep, ctas, stream);
-  if (c.wide_gate_up) launch_tile_map(s, E, false, false, stream);  // down's 128-pair items
+  if (c.wide_gate_up && !c.wide_down) launch_tile_map(s, E, false, false, stream);  // down's 128-pair items
   if (w.w4a4) {  // down's input quantized per 32 in natural order (x was before the gather)
     qdq_chunks_kernel<<<dim3(unsigned((R + 31) / 32), unsigned((I / kTileK + 7) / 8)), 256, 0, stream>>>(
         reinterpret_cast<uint4*>(s.h), s, E, I, R);
     MX_CUDA_CHECK(cudaGetLastError());
   }
   record_phase(config, 4, stream);
-  if (c.dequant == 3) launch_down_ss(dn, w.big_scales, c.epilogue, ctas, stream);
+  if (c.wide_down) launch_down_wide(dn, w.big_scales, c.down_cluster, ctas, stream);  // tail96 in dn
+  else if (c.dequant == 3) launch_down_ss(dn, w.big_scales, c.epilogue, ctas, stream);
   else if (w.big_scales) launch_down<true>(dn, c.epilogue, ctas, stream);
   else launch_down<false>(dn, c.epilogue, ctas, stream);
   record_phase(config, 5, stream);

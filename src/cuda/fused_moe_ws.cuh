@@ -291,7 +291,8 @@ __device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
 }
 
 // gate_up's CTAs zero `out` for down's atomic adds (stream order makes it
-// safe); kBlockThreads = the kernel's threads per CTA.
+// safe); kBlockThreads = the kernel's threads per CTA (the SS kernel: all of
+// them, before its K loops).
 template <int kBlockThreads>
 __device__ __forceinline__ void zero_out_for_down(const Params& p) {
   float4* o = reinterpret_cast<float4*>(p.out);
@@ -299,6 +300,22 @@ __device__ __forceinline__ void zero_out_for_down(const Params& p) {
   for (int64_t i = int64_t(blockIdx.x) * kBlockThreads + threadIdx.x; i < p.out_vec4; i += stride)
     o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
+
+// The RS gate_up kernels: warps 1..3 of the producer warpgroup (idle in
+// gate_up; down's adders) zero `out` while the MMA warps run, through
+// run_producer's `others`. Why: every thread zeroed it before the K loops
+// until session 18, T x H floats (235 MB at 8192 Kimi tokens, ~60-80 us of
+// HBM writes) with the tensor cores idle.
+struct ZeroOutForDown {
+  const Params& p;
+  __device__ __forceinline__ void operator()() const {
+    float4* o = reinterpret_cast<float4*>(p.out);
+    const int64_t stride = int64_t(gridDim.x) * kAdderThreads;
+#pragma unroll 1
+    for (int64_t i = int64_t(blockIdx.x) * kAdderThreads + (threadIdx.x - kFirstAdder); i < p.out_vec4; i += stride)
+      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+};
 
 // gate_up epilogue of one consumer warpgroup: its 8 strips are the 64 h
 // columns of h's K tile 2 rb + wg. h = SiLU(gate) * up goes to the staging
@@ -575,5 +592,9 @@ void launch_down_ss(const Params& p, bool big, int down_epilogue, int ctas, cuda
 // set_maps with kWideStrips-strip weight boxes and, with `cluster` 2, B boxes
 // of half a K tile.
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
+// The same file: down on the same items (128 rows of w2 x a tile of the wide
+// tile map, MoeConfig::ws_down_items 2, 3) with the adders' epilogue; the maps
+// as for launch_gate_up_wide (B = h).
+void launch_down_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream);
 
 }  // namespace mx::cuda::ws

@@ -54,12 +54,20 @@ constexpr int kWidePairs = 2 * kTilePairs;              // 256
 constexpr int kHalfB = kActStage;                       // one box of 128 pair rows: 16 KB
 constexpr int kWideCodes = kWideStrips * kTileCodeBytes;    // 4096
 constexpr int kWideScales = kWideStrips * kTileScaleBytes;  // 256
-constexpr int kWideStageBytes = 2 * kHalfB + kWideCodes + kWideScales;  // 37120
+
+// A wide stage of kBBytes of B (the box of the first 128 pair rows at 0, the
+// second box at kHalfB), then the 8 strips' code and scale tiles.
+template <int kBBytes>
+struct WideStage {
+  static constexpr int kCodes = kBBytes, kScales = kCodes + kWideCodes, kBytes = kScales + kWideScales;
+  static_assert(kBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
+};
+// gate_up: room for two boxes of 128 rows in every stage.
+using GateUpStage = WideStage<2 * kHalfB>;  // 37120 bytes
 constexpr int kWideStages = 5;
 constexpr int kHChunk = kWidePairs * 16;  // staging: 8 chunks x 256 rows x 16 bytes
-constexpr int kWideSmem = kWideStages * kWideStageBytes + 8 * kHChunk + 2 * kWideStages * 8;
+constexpr int kWideSmem = kWideStages * GateUpStage::kBytes + 8 * kHChunk + 2 * kWideStages * 8;
 static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
-static_assert(kWideStageBytes % 128 == 0, "stages must stay 128-byte aligned for the copies");
 
 // B boxes of an item: the first 128 pair rows (also for items of <= 64 pairs,
 // rare at the token counts auto gives these items, where they now run twice
@@ -92,7 +100,7 @@ constexpr int wide_tile_pairs(bool tail96) { return tail96 ? kWideTail96Pairs : 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
 // fused_moe_ws.cuh, with the wide stage layout), kS stages; B shared by a
 // cluster of kCluster CTAs (copy_b).
-template <int kS, int kCluster, bool kTail96>
+template <int kS, int kCluster, bool kTail96, class Stage>
 struct WideProducer {
   RingPosition<WideProducer, kS> at;
   int strip0, start, rows1;
@@ -115,9 +123,9 @@ struct WideProducer {
     const uint32_t full = bars + 8 * st;
     dev::mbar_wait_parity(bars + 8 * (kS + st), at.phase ^ 1);
     dev::mbar_arrive_expect_tx(full, kWideCodes + kWideScales + (kTilePairs + rows1) * 8 * 16);
-    const uint32_t sb = base + st * kWideStageBytes;
-    dev::tma_2d(sb + 2 * kHalfB, p.codes, j * (kTileCodeBytes / 8), strip0, full);
-    dev::tma_2d(sb + 2 * kHalfB + kWideCodes, p.scales, j * (kTileScaleBytes / 8), strip0, full);
+    const uint32_t sb = base + st * Stage::kBytes;
+    dev::tma_2d(sb + Stage::kCodes, p.codes, j * (kTileCodeBytes / 8), strip0, full);
+    dev::tma_2d(sb + Stage::kScales, p.scales, j * (kTileScaleBytes / 8), strip0, full);
     copy_b<kCluster>(sb, p.act128, kTilePairs, start, j, full);
     if (rows1) copy_b<kCluster>(sb + kHalfB, act_box(p, rows1), rows1, start + kTilePairs, j, full);
     at.advance(*this, p, items, row_blocks);
@@ -128,7 +136,7 @@ struct WideProducer {
 // += strip (4 wg + w) x B. One wgmma group per K tile, dequantized while the
 // previous one runs (wait_group 1, 2 A buffers); the stage of tile j - 1 is
 // given back once its group retired.
-template <int kS, int R0, int R1, bool kBig, int kCluster, int N0, int N1>
+template <int kS, int R0, int R1, bool kBig, int kCluster, class Stage, int N0, int N1>
 __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uint32_t bars, int strip,
                                              int& st, uint32_t& phase, float (&acc0)[N0], float (&acc1)[N1]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -141,9 +149,9 @@ __device__ __forceinline__ void consume_wide(const Params& p, uint32_t base, uin
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       dev::mbar_wait_parity(bars + 8 * st, phase);
-      const uint32_t sb = base + st * kWideStageBytes;
-      const uint4 wv = dev::lds128(sb + 2 * kHalfB + strip * kTileCodeBytes + lane * 16);
-      const uint32_t sc = dev::lds_u16(sb + 2 * kHalfB + kWideCodes + strip * kTileScaleBytes + (t >> 1) * 16 + 2 * g);
+      const uint32_t sb = base + st * Stage::kBytes;
+      const uint4 wv = dev::lds128(sb + Stage::kCodes + strip * kTileCodeBytes + lane * 16);
+      const uint32_t sc = dev::lds_u16(sb + Stage::kScales + strip * kTileScaleBytes + (t >> 1) * 16 + 2 * g);
       const dev::ScaleMul mul = dev::scale_multipliers<kBig>(sc);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) dev::dequant_fragment<kBig>(dev::word_of(wv, kk), mul, a[u][kk]);
@@ -215,7 +223,7 @@ __device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32
   for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
-  consume_wide<kS, R0, R1, kBig, kCluster>(p, base, bars, strip, st, phase, acc0, acc1);
+  consume_wide<kS, R0, R1, kBig, kCluster, GateUpStage>(p, base, bars, strip, st, phase, acc0, acc1);
   store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
@@ -224,7 +232,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   constexpr int kS = kWideStages;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t base = dev::smem_addr(smem);
-  const uint32_t staging = base + kS * kWideStageBytes;
+  const uint32_t staging = base + kS * GateUpStage::kBytes;
   const uint32_t bars = staging + 8 * kHChunk;
   if (threadIdx.x == 0) {
     for (int st = 0; st < kS; ++st) {
@@ -233,13 +241,13 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
     }
     dev::fence_mbar_init();
   }
-  zero_out_for_down<kRsThreads>(p);  // this kernel is gate_up's
   // kCluster > 1: every CTA's barriers exist before any copy into them or arrival.
   if constexpr (kCluster > 1) dev::cluster_sync();
   else __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
-  if (run_producer<WideProducer<kS, kCluster, kTail96>>(p, base, bars, items, row_blocks)) {
+  if (run_producer<WideProducer<kS, kCluster, kTail96, GateUpStage>>(p, base, bars, items, row_blocks,
+                                                                      ZeroOutForDown{p})) {
     // No CTA leaves while another may still copy into it or arrive on its barriers.
     if constexpr (kCluster > 1) dev::cluster_sync();
     return;
@@ -281,6 +289,138 @@ void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
   launch_with(kernel, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
 }
 
+// ---- down on wide items (MoeConfig::ws_down_items 2, 3) ----
+// Item = 128 rows of w2 (8 strips) x one tile of the gate_up's wide tile map
+// (up to 224 pairs, 256 without tail96), so down loads and dequantizes each
+// weight tile once per call too (the 256-row items: twice for most experts at
+// 8192 Kimi tokens, for a tile of 128 pairs and one of ~43), and needs no
+// second tile map. The same K loop and copy cursor as gate_up's; the
+// epilogue is the adders' (run_adders, fused_moe_ws.cuh): the MMA warps round
+// an item's results to BF16 into the packed area and go on, three producer
+// warps add weight * y into out during the next item. (Session 8's wide down
+// with the MMA warps' FP32 atomics ran 7.23 ms against 5.30.)
+template <int kPairs>
+using WideDownArea = AdderArea<kWideStrips * kStripRows, kPairs>;
+// Stage: B of the first 128 pair rows and a second box of up to 96 (tail96)
+// or 128 rows, then the code and scale tiles; with the packed area, 5 stages
+// of 33024 bytes or 4 of 37120 fit.
+template <bool kTail96>
+using DownStage = WideStage<kHalfB + (kTail96 ? 96 : 128) * 8 * 16>;
+constexpr int down_stages(bool tail96) { return tail96 ? 5 : 4; }
+template <bool kTail96>
+constexpr int down_smem() {
+  return down_stages(kTail96) * DownStage<kTail96>::kBytes + WideDownArea<wide_tile_pairs(kTail96)>::kBytes +
+         2 * down_stages(kTail96) * 8;
+}
+static_assert(down_smem<true>() <= 227 * 1024 && down_smem<false>() <= 227 * 1024,
+              "shared memory of one SM exceeded");
+// The MMA warps' registers beside the adders (their loop needs ~40:
+// run_adders): 232, but with the 256-pair tiles' (128, 128) item ptxas
+// serialized the wgmmas at 232 (C7512), so 240 there, the adders' 24 spilling
+// a few bytes as in fused_moe_ws.cu's deep down.
+constexpr int down_mma_regs(bool tail96) { return tail96 ? 232 : 240; }
+
+// The item's results into the packed area: acc0 = pairs 0..127 (words q
+// 0..63), acc1 = pairs 128.. (q from 64); row = this warp's strip 4 wg + w.
+template <class Area, int R0, int R1, int N0, int N1>
+__device__ __forceinline__ void pack_wide(uint32_t packed, const float (&acc0)[N0], const float (&acc1)[N1]) {
+  const int r = (threadIdx.x >> 5) * kStripRows + ((threadIdx.x & 31) >> 2);  // warp 4 wg + w
+  pack_fragment<Area, R0 / 2>(packed, r, acc0);
+  if constexpr (R1 > 0) pack_fragment<Area, R1 / 2>(packed + kTilePairs / 2 * Area::kRowWords * 4, r, acc1);
+}
+
+template <int R0, int R1, bool kBig, int kCluster, bool kTail96, int kS>
+__device__ __forceinline__ void run_down_item(const Params& p, uint32_t base, uint32_t bars, uint32_t packed,
+                                              int& st, uint32_t& phase, uint32_t& drained_phase) {
+  using Area = WideDownArea<wide_tile_pairs(kTail96)>;
+  const int strip = threadIdx.x >> 5;
+  float acc0[R0 / 2], acc1[R1 > 0 ? R1 / 2 : 1];
+#pragma unroll
+  for (int i = 0; i < R0 / 2; ++i) acc0[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
+  consume_wide<kS, R0, R1, kBig, kCluster, DownStage<kTail96>>(p, base, bars, strip, st, phase, acc0, acc1);
+  const uint32_t adder_bars = packed + Area::kBarsOffset;  // staged, drained
+  dev::mbar_wait_parity(adder_bars + 8, drained_phase ^ 1);  // the adders read the last item
+  drained_phase ^= 1;
+  pack_wide<Area, R0, R1>(packed, acc0, acc1);
+  dev::mbar_arrive(adder_bars);
+}
+
+template <bool kBig, int kCluster, bool kTail96>
+__global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_down_kernel(const __grid_constant__ Params p) {
+  constexpr int kS = down_stages(kTail96);
+  using Stage = DownStage<kTail96>;
+  using Area = WideDownArea<wide_tile_pairs(kTail96)>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const uint32_t base = dev::smem_addr(smem);
+  const uint32_t packed = base + kS * Stage::kBytes;
+  const uint32_t adder_bars = packed + Area::kBarsOffset;
+  const uint32_t bars = packed + Area::kBytes;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kS; ++st) {
+      dev::mbar_init(bars + 8 * st, 1);
+      dev::mbar_init(bars + 8 * (kS + st), kCluster * kConsumerWarps);
+    }
+    dev::mbar_init(adder_bars, kThreads);
+    dev::mbar_init(adder_bars + 8, kAdderThreads);
+    dev::fence_mbar_init();
+  }
+  if constexpr (kCluster > 1) dev::cluster_sync();
+  else __syncthreads();
+  const int row_blocks = p.N / (kWideStrips * kStripRows);
+  const int items = *p.s.num_tiles * row_blocks;
+  if (run_producer<WideProducer<kS, kCluster, kTail96, Stage>, down_mma_regs(kTail96)>(
+          p, base, bars, items, row_blocks, [&] { run_adders<Area>(p, packed, items, row_blocks); })) {
+    if constexpr (kCluster > 1) dev::cluster_sync();
+    return;
+  }
+  int st = 0;
+  uint32_t phase = 0, drained_phase = 0;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
+    const int rows1 = rows_second<kTail96>(p, it.count);
+#define MX_WIDE_DOWN(R0, R1) run_down_item<R0, R1, kBig, kCluster, kTail96, kS>(p, base, bars, packed, st, phase, drained_phase)
+    if constexpr (kTail96) {
+      if (rows1 == 96) MX_WIDE_DOWN(128, 96);
+      else if (rows1 == 64) MX_WIDE_DOWN(128, 64);
+      else if (rows1 == 48) MX_WIDE_DOWN(128, 48);
+      else MX_WIDE_DOWN(128, 32);
+    } else {
+      if (rows1 == 128) MX_WIDE_DOWN(128, 128);
+      else if (rows1 == 64) MX_WIDE_DOWN(128, 64);
+      else if (rows1 == 48) MX_WIDE_DOWN(128, 48);
+      else MX_WIDE_DOWN(128, 0);
+    }
+#undef MX_WIDE_DOWN
+  }
+  if constexpr (kCluster > 1) dev::cluster_sync();
+}
+
+template <bool kBig, int kCluster, bool kTail96>
+void launch_wide_down(const Params& p, int ctas, cudaStream_t stream) {
+  constexpr auto kernel = moe_ws_wide_down_kernel<kBig, kCluster, kTail96>;
+  constexpr int kSmem = down_smem<kTail96>();
+  static PerDeviceOnce smem_attributes;
+  smem_attributes([] {
+    MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  });
+  LaunchAttrs a;
+  if constexpr (kCluster > 1) {
+    ctas = cluster_grid<kernel>(kCluster, kRsThreads, kSmem, ctas);
+    a.cluster = dim3(kCluster);
+  }
+  launch_with(kernel, dim3(unsigned(ctas)), kRsThreads, kSmem, stream, a, p);
+}
+
+template <bool kBig>
+void launch_wide_down_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
+  if (cluster == 2 && p.tail96) launch_wide_down<kBig, 2, true>(p, ctas, stream);
+  else if (cluster == 2) launch_wide_down<kBig, 2, false>(p, ctas, stream);
+  else if (p.tail96) launch_wide_down<kBig, 1, true>(p, ctas, stream);
+  else launch_wide_down<kBig, 1, false>(p, ctas, stream);
+}
+
 }  // namespace
 
 template <bool kBig>
@@ -295,6 +435,12 @@ void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaS
   MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
   if (big) launch_wide_clusters<true>(p, cluster, ctas, stream);
   else launch_wide_clusters<false>(p, cluster, ctas, stream);
+}
+
+void launch_down_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
+  MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
+  if (big) launch_wide_down_clusters<true>(p, cluster, ctas, stream);
+  else launch_wide_down_clusters<false>(p, cluster, ctas, stream);
 }
 
 }  // namespace mx::cuda::ws

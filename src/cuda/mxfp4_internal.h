@@ -78,7 +78,7 @@ void launch_moe_prefill_wgmma(const MoeWeights& w, const uint16_t* x, uint16_t* 
 void check_moe_prefill_ws_shape(const MoeWeights& w);
 // The shape and the settings path 5 takes at T tokens (fused_moe_decode calls
 // it before its first launch): the adders' epilogue, forced, needs T x H < 2^32.
-void check_moe_prefill_ws(const MoeWeights& w, int T, const MoeConfig& config);
+void check_moe_prefill_ws(const MoeWeights& w, int T, int pairs, const MoeConfig& config);
 // Whether path 5 with `config` at T tokens rounds each expert's down output to
 // BF16 (the adders' epilogue: MoeConfig::ws_down_epilogue 4-5, auto while
 // T x H < 2^32).

@@ -575,6 +575,36 @@ void forced_kernel_cases(Harness& h) {
     moe_case(gpu, mx2, T, H2,
              fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{} (cluster stages reused)", T, E, k, H2, I));
   }
+  // down on the wide gate_up's items (MoeConfig::ws_down_items 2: each CTA
+  // copies its B; 3: 2-CTA clusters sharing it), the adders' epilogue on
+  // 128-row items: the same cases as above (224-pair tiles at 700 and 768
+  // tokens with every second box, an expert cut at 224, 256-pair tiles at
+  // 1000, stages reused at H = 512). A refused setting would run auto and
+  // pass, so refusals fail.
+  for (int down_items : {2, 3}) {
+    opt.moe_path = parse_moe_kernel("prefill-ws");
+    opt.moe_ws_down_items = down_items;
+    cuda::CudaOps gpu(ActivationMode::W4A16, opt);
+    const std::string tag = fmt::format("down on wide items (ws_down_items {})", down_items);
+    for (int64_t T : {700, 768, 1000})
+      moe_case(gpu, mx, T, H, fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{}, {}", T, E, k, H, I, tag));
+    Tensor bias = Tensor::empty(DType::F32, {E});
+    std::fill(bias.data<float>(), bias.data<float>() + E, 0.0f);
+    bias.data<float>()[0] = 100.0f;
+    moe_case(gpu, mx, 700, H,
+             fmt::format("mxfp4 --moe-kernel prefill-ws T700 E{} k{} H{} I{}, expert 0 on every token, {}", E, k, H,
+                         I, tag),
+             bias, true);
+    const int64_t H2 = 512;
+    const std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
+    moe_case(gpu, mx2, 768, H2,
+             fmt::format("mxfp4 --moe-kernel prefill-ws T768 E{} k{} H{} I{} (stages reused), {}", E, k, H2, I, tag));
+    Result r{"fused_moe", tag + ": token counts refused (ran on auto)", 0, 0, true,
+             fmt::format("{} of 5", gpu.refused_forced_moe_sizes())};
+    if (gpu.refused_forced_moe_sizes() != 0) r.note = "FAIL: " + r.note;
+    h.out_.push_back(r);
+  }
+  opt.moe_ws_down_items = 0;
 }
 
 // The dense GEMM inside CUDA graphs as decode steps record it, on a weight

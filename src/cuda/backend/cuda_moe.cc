@@ -224,9 +224,10 @@ void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* i
   MoeConfig forced = automatic;
   forced.path = options_.moe_path;
   forced.w4a4_mma = options_.w4a4_mma;  // FP8 applies to the prefill paths; decode paths stay BF16
+  forced.ws_down_items = options_.moe_ws_down_items;
   // Launches before a refusal write only scratch and `out`, which the rerun on
   // the automatic choices rewrites whole.
-  if ((forced.path || forced.w4a4_mma) &&
+  if ((forced.path || forced.w4a4_mma || forced.ws_down_items) &&
       refused_moe_.run_forced(size, "--moe-kernel / --w4a4-mma", fmt::format("{} tokens x top-{}", T, topk),
                               [&] { fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, forced); }))
     return;

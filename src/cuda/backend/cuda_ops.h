@@ -56,6 +56,9 @@ struct CudaOpsOptions {
   int mxfp4_gemm_kernel = 0;
   int moe_path = 0;
   int w4a4_mma = 0;  // MoeConfig::w4a4_mma (CLI --w4a4-mma)
+  // MoeConfig::ws_down_items (path 5's down items; no CLI name: ops_parity
+  // runs the wide down with it, refused shapes falling back to auto).
+  int moe_ws_down_items = 0;
 };
 
 class CudaOps : public Ops {

@@ -96,9 +96,18 @@ constexpr int kTail96MaxPairsPerExpert = 192;
 // (11.37-11.43; W4A4 10.65-10.78).
 constexpr int kAutoGateUpCluster = 2;
 
+// MoeConfig::ws_down_items when 0: 1 = down on 256-row items of up to 128
+// pairs (fused_moe_ws.cu); 2 = on the wide gate_up's items, 128 rows x one
+// tile of up to 224 (256) pairs (fused_moe_ws_wide.cu: each w2 tile loaded and
+// dequantized once per call), each CTA copying its own B; 3 = the same on
+// 2-CTA clusters sharing B by TMA multicast. 2 and 3 need the wide gate_up
+// (its tile map), ws_dequant 1 and the adders' epilogue with one wgmma group
+// in flight (ws_down_epilogue 5): wide_down_fits.
+constexpr int kAutoDownItems = 1;
+
 // The MoeConfig::ws_* fields of one call (0 = auto), and what path 5 runs.
 struct WsRequest {
-  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0, gate_up_cluster = 0;
+  int dequant, gate_up_items, down_epilogue, gate_up_depth, box_rows = 0, gate_up_cluster = 0, down_items = 0;
 };
 struct WsChoices {
   int dequant, epilogue;
@@ -113,6 +122,10 @@ struct WsChoices {
   // CTAs per cluster sharing the wide gate_up's B (TMA multicast): 1 or 2
   // (1 for the other gate_up kernels).
   int gate_up_cluster;
+  // down on the wide gate_up's items (ws_down_items 2, 3) and the CTAs per
+  // cluster sharing its B (1 or 2; 1 for the 256-row down).
+  bool wide_down;
+  int down_cluster;
   // Each expert's y rounded to BF16 (the adders' epilogue; the SS down of
   // ws_dequant 3 keeps its own deferred FP32 adds).
   bool rounds_y() const { return epilogue >= 4 && dequant != 3; }
@@ -121,6 +134,11 @@ struct WsChoices {
 // The adders add into `out` at 32-bit offsets (run_adders): T x H < 2^32
 // floats; beyond, auto falls back to the MMA warps' deferred FP32 atomics (3).
 inline bool adders_take(int64_t out_elems) { return out_elems < (int64_t(1) << 32); }
+
+// down on the wide items runs in the wide gate_up's tile map, with the MMA
+// warps dequantizing (RS wgmma) and the adders' epilogue, one wgmma group in
+// flight (the only one fused_moe_ws_wide.cu compiles).
+inline bool wide_down_fits(const WsChoices& c) { return c.wide_gate_up && c.dequant == 1 && c.epilogue == 5; }
 
 // out_elems = T x H.
 inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, long long experts, int64_t out_elems) {
@@ -141,6 +159,9 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
   c.gate_up_cluster = c.wide_gate_up ? (asked.gate_up_cluster ? asked.gate_up_cluster : kAutoGateUpCluster) : 1;
   c.tail96 = c.wide_gate_up && boxes == 3 &&
              (asked.box_rows == 3 || pairs <= kTail96MaxPairsPerExpert * experts);
+  const int down_items = asked.down_items ? asked.down_items : kAutoDownItems;
+  c.wide_down = down_items >= 2 && wide_down_fits(c);
+  c.down_cluster = c.wide_down && down_items == 3 ? 2 : 1;
   return c;
 }
 

@@ -173,6 +173,38 @@ TEST(MoePrefillChoices, WideTilesOf224PairsOnlyInTheWideGateUp) {
   EXPECT_TRUE(resolve_ws_choices(WsRequest{0, 0, 0, 0, 3}, 250LL * kimi, kimi, 1).tail96) << "forced at 250";
 }
 
+// down on the wide gate_up's items (ws_down_items 2, 3) only with the wide
+// gate_up (its tile map), the MMA warps dequantizing and the adders with one
+// wgmma group in flight (the one epilogue fused_moe_ws_wide.cu compiles);
+// check_moe_prefill_ws refuses a forced one that does not fit.
+TEST(MoePrefillChoices, WideDownOnlyBesideTheWideGateUpAndTheAdders) {
+  constexpr long long kimi = 384, wide_pairs = 8192LL * 8, narrow_pairs = 4096LL * 8;
+  constexpr int64_t past_adders = int64_t(1) << 32;
+  const auto down = [&](WsRequest r, long long pairs = wide_pairs, int64_t out = 1) {
+    return resolve_ws_choices(r, pairs, kimi, out);
+  };
+  const WsChoices own = down(WsRequest{0, 0, 0, 0, 0, 0, 2});
+  EXPECT_TRUE(own.wide_down);
+  EXPECT_EQ(own.down_cluster, 1);
+  const WsChoices shared = down(WsRequest{0, 0, 0, 0, 0, 0, 3});
+  EXPECT_TRUE(shared.wide_down);
+  EXPECT_EQ(shared.down_cluster, 2);
+  EXPECT_TRUE(shared.rounds_y()) << "the adders round y to BF16";
+  EXPECT_EQ(down(WsRequest{}).wide_down, kAutoDownItems >= 2) << "auto";
+  EXPECT_FALSE(down(WsRequest{0, 0, 0, 0, 0, 0, 1}).wide_down) << "256-row items forced";
+  EXPECT_FALSE(down(WsRequest{0, 0, 0, 0, 0, 0, 3}, narrow_pairs).wide_down) << "256-row gate_up: no wide tile map";
+  EXPECT_TRUE(down(WsRequest{0, 2, 0, 0, 0, 0, 3}, narrow_pairs).wide_down) << "wide gate_up forced";
+  EXPECT_FALSE(down(WsRequest{0, 1, 0, 0, 0, 0, 2}).wide_down) << "256-row gate_up forced";
+  EXPECT_FALSE(down(WsRequest{2, 0, 0, 0, 0, 0, 2}).wide_down) << "SS gate_up";
+  for (int epilogue : {1, 2, 3, 4}) EXPECT_FALSE(down(WsRequest{0, 0, epilogue, 0, 0, 0, 2}).wide_down) << epilogue;
+  EXPECT_TRUE(down(WsRequest{0, 0, 5, 0, 0, 0, 2}).wide_down);
+  EXPECT_FALSE(down(WsRequest{0, 0, 0, 0, 0, 0, 2}, wide_pairs, past_adders).wide_down) << "auto's FP32 adds";
+  EXPECT_FALSE(down(WsRequest{0, 0, 0, 0, 0, 0, 3}).down_cluster == 1);
+  EXPECT_EQ(down(WsRequest{0, 1, 0, 0, 0, 0, 3}).down_cluster, 1) << "not wide: no cluster";
+  // The wide down reads its tiles as gate_up does: tail96 and its boxes follow gate_up's.
+  EXPECT_TRUE(shared.tail96 && shared.fine_gate_up);
+}
+
 // Every setting the config checks accept: the kernel launch_moe_prefill_ws
 // picks gets fine boxes exactly when it compiles them and ws_box_rows is not 1.
 TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {

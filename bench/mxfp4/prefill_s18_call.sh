@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 18's device calls for the MoE prefill (path 5), reproducible from the repository:
+#   bench/mxfp4/prefill_s18_call.sh 1 OUT_DIR OLD_BUNDLE   (new binaries on PATH: gpu_unbundle.sh)
+# Call 1: correctness of down on the wide items (ops_parity --forced-only: MoeConfig::ws_down_items 2
+# and 3 on every wide tile shape) and, at 8192 Kimi tokens, three runs of: OLD_BUNDLE's mxfp4_bench
+# (session 17's kernels: every thread of gate_up zeroes `out` before the K loops) auto rows, then
+# this build's auto rows (gate_up's idle producer warps zero `out`) and its wide-down rows (ws_down_items
+# 2: B per CTA, 3: 2-CTA clusters sharing B), W4A16 and W4A4 each.
+set -uo pipefail
+[[ $# -ge 2 ]] || { echo "usage: $0 1 OUT_DIR [OLD_BUNDLE]" >&2; exit 2; }
+call=$1 out=$2 old_bundle=${3:-}
+source bench/mxfp4/prefill_call_common.sh
+case $call in
+  1)
+    timeout 200 ops_parity --forced-only > "$out/ops_parity_forced.txt" 2>&1
+    echo "ops_parity --forced-only: exit $?"
+    grep -E "FAIL|wide items|passed|failed" "$out/ops_parity_forced.txt" | cut -c1-220 | tail -20
+    mkdir -p /tmp/old && xz -dc "$old_bundle" | tar -C /tmp/old -xf -
+    for r in 1 2 3; do
+      bench=/tmp/old/bin/mxfp4_bench rows "old-auto-$r" --moe-tokens 8192 --moe-only "auto"
+      rows "new-$r" --moe-tokens 8192 --moe-only "=auto|down on the wide items"
+    done
+    ;;
+  *) echo "usage: $0 1 OUT_DIR [OLD_BUNDLE]" >&2; exit 2 ;;
+esac
