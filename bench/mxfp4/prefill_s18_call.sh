@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 18's device calls for the MoE prefill (path 5), reproducible from the repository:
 #   bench/mxfp4/prefill_s18_call.sh 1 OUT_DIR OLD_BUNDLE   (new binaries on PATH: gpu_unbundle.sh)
+#   bench/mxfp4/prefill_s18_call.sh 2 OUT_DIR
 # Call 1: correctness of down on the wide items (ops_parity --forced-only: MoeConfig::ws_down_items 2
 # and 3 on every wide tile shape) and, at 8192 Kimi tokens, three runs of: OLD_BUNDLE's mxfp4_bench
 # (session 17's kernels: every thread of gate_up zeroes `out` before the K loops) auto rows, then
@@ -20,6 +21,16 @@ case $call in
       bench=/tmp/old/bin/mxfp4_bench rows "old-auto-$r" --moe-tokens 8192 --moe-only "auto"
       rows "new-$r" --moe-tokens 8192 --moe-only "=auto|down on the wide items"
     done
+    ;;
+  2)
+    # Auto now runs down on the wide items on 2-CTA clusters: ops_parity's forced cases again, then at
+    # 8192 tokens (twice) auto beside down on the 256-row items (auto before), B per CTA and 4-CTA
+    # clusters; at 10240 tokens (213 pairs per expert: the 256-pair tiles) auto beside the 256-row down.
+    timeout 200 ops_parity --forced-only > "$out/ops_parity_forced.txt" 2>&1
+    echo "ops_parity --forced-only: exit $?"
+    grep -E "FAIL|op cases" "$out/ops_parity_forced.txt" | cut -c1-220 | tail -5
+    repeat_rows 2 t8192 --moe-tokens 8192 --moe-only "=auto|down on"
+    rows t10240 --moe-tokens 10240 --moe-only "=auto|down on"
     ;;
   *) echo "usage: $0 1 OUT_DIR [OLD_BUNDLE]" >&2; exit 2 ;;
 esac
