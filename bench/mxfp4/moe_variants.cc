@@ -179,8 +179,8 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
                               [](Variant& v) { v.ws_items = 2; }, vs);
   // down on the 256-row items, and on the wide gate_up's items (128 rows x one
   // tile of up to 224 pairs: w2 dequantized once per call) with each CTA
-  // copying its B or clusters of 2 (auto) or 4 CTAs sharing it, beside auto
-  // (the wide gate_up forced where auto has not).
+  // copying its B or 2-CTA clusters sharing it (auto), beside auto (the wide
+  // gate_up forced where auto has not). (4-CTA clusters: slower, session 18.)
   if (T >= 2048) {
     add_ws_variant_both_modes("warp-specialized, down on 256-row items (auto before 2026-12-02 s18)",
                               [](Variant& v) { v.down_items = 1; }, vs);
@@ -188,9 +188,6 @@ void add_ws_item_variants(int T, std::vector<Variant>& vs) {
                               [](Variant& v) { v.ws_items = 2, v.down_items = 2; }, vs);
     add_ws_variant_both_modes("warp-specialized, down on the wide items, 2-CTA clusters (ws_down_items 3)",
                               [](Variant& v) { v.ws_items = 2, v.down_items = 3; }, vs);
-    if (T <= 9216)  // 4-CTA clusters on the 224-pair tiles only (auto's up to 192 pairs per expert)
-      add_ws_variant_both_modes("warp-specialized, down on the wide items, 4-CTA clusters (ws_down_items 4)",
-                                [](Variant& v) { v.ws_items = 2, v.down_items = 4; }, vs);
   }
   // The wide gate_up with each CTA copying its own B, beside auto's 2-CTA
   // clusters sharing it (TMA multicast).

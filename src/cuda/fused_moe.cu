@@ -487,8 +487,8 @@ void check_decode_config(const MoeWeights& w, const MoeConfig& config, int path,
     fail_input("fused_moe_decode: ws_box_rows must be 0..3, got {}", config.ws_box_rows);
   if (config.ws_gate_up_cluster < 0 || config.ws_gate_up_cluster > 2)
     fail_input("fused_moe_decode: ws_gate_up_cluster must be 0..2, got {}", config.ws_gate_up_cluster);
-  if (config.ws_down_items < 0 || config.ws_down_items > 4)
-    fail_input("fused_moe_decode: ws_down_items must be 0..4, got {}", config.ws_down_items);
+  if (config.ws_down_items < 0 || config.ws_down_items > 3)
+    fail_input("fused_moe_decode: ws_down_items must be 0..3, got {}", config.ws_down_items);
 }
 
 }  // namespace

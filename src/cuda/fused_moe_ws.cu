@@ -442,10 +442,8 @@ bool moe_prefill_ws_rounds_y(const MoeConfig& config, int T, int H) {
 
 void check_moe_prefill_ws(const MoeWeights& w, int T, int pairs, const MoeConfig& config) {
   check_moe_prefill_ws_shape(w);
-  const WsChoices c = resolve_ws_choices(config, pairs, w.experts, int64_t(T) * w.hidden);
-  if (config.ws_down_items == 4 && (!c.tail96 || (w.hidden / (kWideStrips * kStripRows)) % 4))
-    fail_input("fused_moe_decode: ws_down_items 4 (4-CTA clusters) takes the 224-pair tiles and H a multiple of 512");
-  if (config.ws_down_items >= 2 && config.ws_down_items <= 4 && !c.wide_down)
+  if ((config.ws_down_items == 2 || config.ws_down_items == 3) &&
+      !resolve_ws_choices(config, pairs, w.experts, int64_t(T) * w.hidden).wide_down)
     fail_input("fused_moe_decode: ws_down_items {} (down on the wide items) needs the wide gate_up items, "
                "ws_dequant 1 and the adders' epilogue with one wgmma group (ws_down_epilogue 5), "
                "which {} tokens with these settings do not give",

@@ -415,8 +415,7 @@ void launch_wide_down(const Params& p, int ctas, cudaStream_t stream) {
 
 template <bool kBig>
 void launch_wide_down_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
-  if (cluster == 4) launch_wide_down<kBig, 4, true>(p, ctas, stream);  // the 224-pair tiles only
-  else if (cluster == 2 && p.tail96) launch_wide_down<kBig, 2, true>(p, ctas, stream);
+  if (cluster == 2 && p.tail96) launch_wide_down<kBig, 2, true>(p, ctas, stream);
   else if (cluster == 2) launch_wide_down<kBig, 2, false>(p, ctas, stream);
   else if (p.tail96) launch_wide_down<kBig, 1, true>(p, ctas, stream);
   else launch_wide_down<kBig, 1, false>(p, ctas, stream);
@@ -439,8 +438,7 @@ void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaS
 }
 
 void launch_down_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
-  MX_CHECK(cluster == 1 || cluster == 2 || (cluster == 4 && p.tail96 && (p.N / (kWideStrips * kStripRows)) % 4 == 0),
-           "fused_moe_decode: B clusters of 1 or 2 CTAs, or 4 on the 224-pair tiles with row blocks a multiple of 4");
+  MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
   if (big) launch_wide_down_clusters<true>(p, cluster, ctas, stream);
   else launch_wide_down_clusters<false>(p, cluster, ctas, stream);
 }

@@ -232,10 +232,10 @@ struct MoeConfig {
   int ws_gate_up_cluster = 0;
   // Path 5, down's work items: 1 = 256 rows x up to 128 pairs; 2 = the wide
   // gate_up's items (128 rows x a tile of up to 224 or 256 pairs: w2 loaded and
-  // dequantized once per call), 3 = the same on 2-CTA clusters sharing B, 4
-  // = on 4-CTA clusters (the 224-pair tiles and H % 512 == 0 only); 2-4 need
-  // the wide gate_up items, ws_dequant 1 and ws_down_epilogue 5 (or auto
-  // giving them; else the call is refused); 0 = auto (docs/mxfp4-prefill.md).
+  // dequantized once per call), 3 = the same on 2-CTA clusters sharing B;
+  // 2 and 3 need the wide gate_up items, ws_dequant 1 and ws_down_epilogue 5
+  // (or auto giving them; else the call is refused); 0 = auto: 3 where they
+  // fit (docs/mxfp4-prefill.md).
   int ws_down_items = 0;
   // Bench only, path 5: when set, kMoePhaseEvents events recorded on the
   // stream between the call's launches (before the router; after the router,

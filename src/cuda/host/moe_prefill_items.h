@@ -100,14 +100,16 @@ constexpr int kAutoGateUpCluster = 2;
 // pairs (fused_moe_ws.cu); 2 = on the wide gate_up's items, 128 rows x one
 // tile of up to 224 (256) pairs (fused_moe_ws_wide.cu: each w2 tile loaded and
 // dequantized once per call), each CTA copying its own B; 3 = the same on
-// 2-CTA clusters sharing B by TMA multicast; 4 = 4-CTA clusters (224-pair
-// tiles only). 2-4 need the wide gate_up (its tile map), ws_dequant 1 and
-// the adders' epilogue with one wgmma group in flight (ws_down_epilogue 5):
-// wide_down_fits; auto takes 3 wherever they fit. H200, 2026-12-02
-// (session 18, bench/mxfp4/raw-prefill-2026-12-02-s18/call1), 8192 Kimi
-// tokens, three runs: down 3214-3249 us on 2-CTA clusters, 3580-3609 with B
-// per CTA, against 3703-3835 on the 256-row items; the call 10.34-10.47 ms
-// (551-558 TFLOP/s) against 10.84-11.04 (W4A4 9.71-9.93 vs 10.18-10.29).
+// 2-CTA clusters sharing B by TMA multicast. 2 and 3 need the wide gate_up
+// (its tile map), ws_dequant 1 and the adders' epilogue with one wgmma group
+// in flight (ws_down_epilogue 5): wide_down_fits; auto takes 3 wherever they
+// fit. H200, 2026-12-02 (session 18, bench/mxfp4/raw-prefill-2026-12-02-s18/),
+// 8192 Kimi tokens, five runs in two calls: down 3214-3292 us on 2-CTA
+// clusters, 3580-3697 with B per CTA, 3562-3595 on 4-CTA clusters (tried, not
+// kept), against 3703-3846 on the 256-row items; the call 10.34-10.63 ms
+// (543-558 TFLOP/s) against 10.84-11.20 (W4A4 9.71-9.96 vs 10.18-10.41). At
+// 10240 tokens (213 pairs per expert, the 256-pair tiles) one run: down 4443
+// (auto 4517) vs 4680 on the 256-row items, 5030 with B per CTA.
 constexpr int kAutoDownItems = 3;
 
 // The MoeConfig::ws_* fields of one call (0 = auto), and what path 5 runs.
@@ -166,7 +168,7 @@ inline WsChoices resolve_ws_choices(const WsRequest& asked, long long pairs, lon
              (asked.box_rows == 3 || pairs <= kTail96MaxPairsPerExpert * experts);
   const int down_items = asked.down_items ? asked.down_items : kAutoDownItems;
   c.wide_down = down_items >= 2 && wide_down_fits(c);
-  c.down_cluster = !c.wide_down ? 1 : down_items == 4 ? 4 : down_items == 3 ? 2 : 1;
+  c.down_cluster = c.wide_down && down_items == 3 ? 2 : 1;
   return c;
 }
 
