@@ -26,9 +26,8 @@
 //     blocks, 2I / 128, are even (check_moe_prefill_ws_shape: 2I % 256 == 0).
 //   * Epilogue: h = SiLU(gate) * up of the item's 64 h columns (= one K tile
 //     of down's B) through one 32 KB staging area shared by both warpgroups
-//     (their columns interleave in every 8-wide chunk); the producer
-//     warpgroup's warps 1..3 copy it out as whole 16-byte rows into h's chunk
-//     layout while the MMA warps run the next item (HCopyOut, session 18).
+//     (their columns interleave in every 8-wide chunk), then whole 16-byte
+//     rows into h's chunk layout.
 // down stays on the 256-row items of fused_moe_ws.cu (the caller rewrites
 // the tile map between the two GEMMs): the same wide items for down, with
 // FP32 atomics after each item (the deferred adds would need 128 KB of shared
@@ -67,9 +66,7 @@ struct WideStage {
 using GateUpStage = WideStage<2 * kHalfB>;  // 37120 bytes
 constexpr int kWideStages = 5;
 constexpr int kHChunk = kWidePairs * 16;  // staging: 8 chunks x 256 rows x 16 bytes
-// Stages, the h staging area, the stages' full and empty barriers, then
-// the staging area's `staged` and `drained` barriers (store_h_wide).
-constexpr int kWideSmem = kWideStages * GateUpStage::kBytes + 8 * kHChunk + 2 * kWideStages * 8 + 16;
+constexpr int kWideSmem = kWideStages * GateUpStage::kBytes + 8 * kHChunk + 2 * kWideStages * 8;
 static_assert(kWideSmem <= 227 * 1024, "shared memory of one SM exceeded");
 
 // B boxes of an item: the first 128 pair rows (also for items of <= 64 pairs,
@@ -201,54 +198,23 @@ __device__ __forceinline__ void stage_h(uint32_t staging, int col_base, int pair
     }
 }
 
-// The MMA warps' side of the epilogue: once the copy-out warps read the
-// previous item's h (`drained`), h of this item into the staging area, then
-// `staged`. Why not a CTA barrier and the copy-out by the MMA warps (until
-// session 18): the tensor cores idled while both warpgroups met and stored
-// ~28 KB per item.
 template <int R0, int R1, int N0, int N1>
-__device__ __forceinline__ void store_h_wide(uint32_t staging, uint32_t hbars, uint32_t& drained_phase,
+__device__ __forceinline__ void store_h_wide(const Params& p, const Item& it, uint32_t staging,
                                              const float (&acc0)[N0], const float (&acc1)[N1]) {
   const int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
-  dev::mbar_wait_parity(hbars + 8, drained_phase ^ 1);
-  drained_phase ^= 1;
+  named_barrier(1, kThreads);  // the previous item's copy-out has read the staging area
   stage_h<R0>(staging, wg * 32, 0, w, acc0);
   if constexpr (R1 > 0) stage_h<R1>(staging, wg * 32, kTilePairs, w, acc1);
-  dev::mbar_arrive(hbars);
+  named_barrier(1, kThreads);
+  for (int q = threadIdx.x; q < 8 * it.count; q += kThreads) {
+    const int c = q / it.count, n = q - c * it.count;
+    p.h[(size_t(it.rb) * 8 + c) * p.R + it.start + n] = dev::lds128(staging + c * kHChunk + n * 16);
+  }
 }
 
-// gate_up's producer warpgroup warps 1..3 (run_producer's `others`): zero
-// `out` for down (ZeroOutForDown), then for each item of the CTA (the MMA
-// warps' sequence) wait for `staged`, copy the item's h rows from the
-// staging area into h's chunk layout (16 bytes per thread and step,
-// consecutive threads on consecutive pairs) and arrive on `drained`.
-template <bool kTail96>
-struct HCopyOut {
-  const Params& p;
-  uint32_t staging, hbars;
-  int items, row_blocks;
-  __device__ __forceinline__ void operator()() const {
-    ZeroOutForDown{p}();
-    const int a = threadIdx.x - kFirstAdder;
-    uint32_t phase = 0;
-#pragma unroll 1
-    for (int item = blockIdx.x; item < items; item += gridDim.x, phase ^= 1) {
-      const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
-      dev::mbar_wait_parity(hbars, phase);
-#pragma unroll 1
-      for (int c = 0; c < 8; ++c) {
-        uint4* row = p.h + (size_t(it.rb) * 8 + c) * p.R + it.start;
-#pragma unroll 1
-        for (int n = a; n < it.count; n += kAdderThreads) row[n] = dev::lds128(staging + c * kHChunk + n * 16);
-      }
-      dev::mbar_arrive(hbars + 8);
-    }
-  }
-};
-
 template <int R0, int R1, bool kBig, int kCluster, int kS>
-__device__ __forceinline__ void run_item(const Params& p, uint32_t base, uint32_t bars, uint32_t staging,
-                                         uint32_t hbars, int& st, uint32_t& phase, uint32_t& drained_phase) {
+__device__ __forceinline__ void run_item(const Params& p, const Item& it, uint32_t base, uint32_t bars,
+                                         uint32_t staging, int& st, uint32_t& phase) {
   const int strip = (threadIdx.x >> 7) * 4 + ((threadIdx.x >> 5) & 3);
   // Accumulators sized to the item's boxes (an unused tail of a 64-float
   // array made ptxas serialize the wgmmas: C7512).
@@ -258,7 +224,7 @@ __device__ __forceinline__ void run_item(const Params& p, uint32_t base, uint32_
 #pragma unroll
   for (int i = 0; i < (R1 > 0 ? R1 / 2 : 1); ++i) acc1[i] = 0.f;
   consume_wide<kS, R0, R1, kBig, kCluster, GateUpStage>(p, base, bars, strip, st, phase, acc0, acc1);
-  store_h_wide<R0, R1>(staging, hbars, drained_phase, acc0, acc1);
+  store_h_wide<R0, R1>(p, it, staging, acc0, acc1);
 }
 
 template <bool kBig, int kCluster, bool kTail96>
@@ -268,14 +234,11 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   const uint32_t base = dev::smem_addr(smem);
   const uint32_t staging = base + kS * GateUpStage::kBytes;
   const uint32_t bars = staging + 8 * kHChunk;
-  const uint32_t hbars = bars + 2 * kS * 8;  // staged, drained
   if (threadIdx.x == 0) {
     for (int st = 0; st < kS; ++st) {
       dev::mbar_init(bars + 8 * st, 1);
       dev::mbar_init(bars + 8 * (kS + st), kCluster * kConsumerWarps);
     }
-    dev::mbar_init(hbars, kThreads);
-    dev::mbar_init(hbars + 8, kAdderThreads);
     dev::fence_mbar_init();
   }
   // kCluster > 1: every CTA's barriers exist before any copy into them or arrival.
@@ -283,19 +246,18 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   else __syncthreads();
   const int row_blocks = p.N / (kWideStrips * kStripRows);
   const int items = *p.s.num_tiles * row_blocks;
-  if (run_producer<WideProducer<kS, kCluster, kTail96, GateUpStage>>(
-          p, base, bars, items, row_blocks, HCopyOut<kTail96>{p, staging, hbars, items, row_blocks})) {
+  if (run_producer<WideProducer<kS, kCluster, kTail96, GateUpStage>>(p, base, bars, items, row_blocks,
+                                                                      ZeroOutForDown{p})) {
     // No CTA leaves while another may still copy into it or arrive on its barriers.
     if constexpr (kCluster > 1) dev::cluster_sync();
     return;
   }
   int st = 0;
-  uint32_t phase = 0, drained_phase = 0;
+  uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
     const int rows1 = rows_second<kTail96>(p, it.count);
-#define MX_WIDE_ITEM(R0, R1) \
-  run_item<R0, R1, kBig, kCluster, kS>(p, base, bars, staging, hbars, st, phase, drained_phase)
+#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase)
     if constexpr (kTail96) {
       if (rows1 == 96) MX_WIDE_ITEM(128, 96);
       else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
