@@ -34,6 +34,8 @@
 //     adds them a step per K tile of its next item, between its wgmma groups
 //     (DeferredAdd; 4- or 5-stage ring). gate_up keeps two wgmma groups in
 //     flight (consume_item_deep).
+// Where gate_up runs the wide items (fused_moe_ws_wide.cu), down runs on the
+// same items there (MoeConfig::ws_down_items; session 18).
 // The pieces shared with fused_moe_ws_ss.cu (a dequant warpgroup feeding SS
 // wgmma, MoeConfig::ws_dequant 2-3) are in fused_moe_ws.cuh.
 #include <cuda.h>

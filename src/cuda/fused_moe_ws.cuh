@@ -4,9 +4,9 @@
 // SS wgmma). Work item = 256 weight rows x one tile of up to 128 pairs of one
 // expert; the copy ring of TMA stages (B, code and scale tiles), the
 // epilogues (h in the chunk layout; out += weight * y) and the per-call
-// parameters are the same in both; fused_moe_ws_wide.cu (gate_up on 128-row
-// items of up to 224 or 256 pairs) uses them too. Included by those three .cu
-// files only.
+// parameters are the same in both; fused_moe_ws_wide.cu (gate_up and down on
+// 128-row items of up to 224 or 256 pairs) uses them too. Included by those
+// three .cu files only.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -28,12 +28,12 @@
 //     of down's B) through one 32 KB staging area shared by both warpgroups
 //     (their columns interleave in every 8-wide chunk), then whole 16-byte
 //     rows into h's chunk layout.
-// down stays on the 256-row items of fused_moe_ws.cu (the caller rewrites
-// the tile map between the two GEMMs): the same wide items for down, with
-// FP32 atomics after each item (the deferred adds would need 128 KB of shared
-// memory for 128 results per thread), ran 7.23 vs 5.30 ms at 8192 Kimi tokens
-// (bench/mxfp4/results-prefill-2026-12-01-s8.md; the code is
-// raw-prefill-2026-12-01-s8/wide-down-measured-slower.patch).
+// down runs on the same items (moe_ws_wide_down_kernel below, session 18)
+// with the adders' epilogue; session 8's wide down with FP32 atomics in the
+// MMA warps had run 7.23 vs 5.30 ms at 8192 Kimi tokens
+// (bench/mxfp4/results-prefill-2026-12-01-s8.md). Without it, down runs on
+// the 256-row items of fused_moe_ws.cu and the caller rewrites the tile map
+// between the two GEMMs.
 #include <cuda.h>
 #include <cuda_runtime.h>
 

@@ -240,7 +240,7 @@ struct MoeConfig {
   // Bench only, path 5: when set, kMoePhaseEvents events recorded on the
   // stream between the call's launches (before the router; after the router,
   // the tile map, the gather, gate_up (W4A4: with h's quantizer; wide gate_up
-  // items: with the second tile map, for down's items) and down), so
+  // items with down on 256-row items: with the second tile map) and down), so
   // that each phase of one call can be timed with cudaEventElapsedTime.
   cudaEvent_t* phase_events = nullptr;
 };
