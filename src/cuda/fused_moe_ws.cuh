@@ -33,7 +33,8 @@ constexpr int kThreads = kConsumerWarps * 32;
 // RS kernels: 384 threads launched with 168 registers each; setmaxnreg gives
 // the MMA warpgroups 240 (128 accumulators + the A buffers: at 168 ptxas
 // serialized every wgmma, C7512) and leaves the producer warpgroup 24 (down
-// with the adders, one wgmma group in flight: 232 and 40; run_producer's kMma).
+// with the adders, one wgmma group in flight: 232 and 40, but 240 and 24 in
+// the wide down on 256-pair tiles, down_mma_regs; run_producer's kMma).
 // Until 2026-12-02 thread 0 of the MMA warps issued the copies between its
 // own MMAs: its wait for the slowest warp's release held its warpgroup's
 // next wgmma (a third of the warps' samples sat on the stage barriers; the
@@ -89,8 +90,8 @@ struct Params {
   CUtensorMap act64;   // the same, box 8 x 64 rows (items of <= 64 pairs)
   CUtensorMap act48;   // box 8 x 48 rows (fine_boxes: items of <= 48 pairs)
   CUtensorMap act32;   // box 8 x 32 rows, and
-  CUtensorMap act96;   // 8 x 96 rows: the wide gate_up's second box with tail96
-                       // (the wide gate_up on 2-CTA clusters: boxes of 4 chunks, set_maps)
+  CUtensorMap act96;   // 8 x 96 rows: the wide items' second box with tail96
+                       // (the wide items on 2-CTA clusters: boxes of 4 chunks, set_maps)
   int N, K, R, topk;
   // B box (and wgmma width) of an item's partial tile of <= 48 pairs (in the
   // wide gate_up: of the pairs past the first 128): false = 64 rows, true = 48
@@ -189,7 +190,8 @@ struct RingPosition {
 // tensor pipe (ncu, session 14: the wide gate_up's L2 74.5%), and a probe
 // reading half of B ran gate_up 15% faster (session 12). Measured
 // (bench/mxfp4/results-prefill-2026-12-02-s15.md): 2 CTAs 3-5% faster at
-// 8192 Kimi tokens; 4 CTAs slower; the same in down's 256-row items no gain.
+// 8192 Kimi tokens; 4 CTAs slower; the same in down's 256-row items no gain;
+// in down on the wide items (session 18) down 3.2 ms against 3.6 with B per CTA.
 template <int kCluster>
 __device__ __forceinline__ void copy_b(uint32_t dst, const CUtensorMap& map, int rows, int pair0, int j,
                                        uint32_t full) {

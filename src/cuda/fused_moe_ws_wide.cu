@@ -1,5 +1,6 @@
 // gate_up of the warp-specialized MoE prefill (path 5) on wide items
-// (MoeConfig::ws_gate_up_items 2): work item = 128 weight rows (8 strips) x
+// (MoeConfig::ws_gate_up_items 2), and down on the same items (its own
+// section below: ws_down_items 2, 3): work item = 128 weight rows (8 strips) x
 // one tile of up to 224 pairs of one expert (256 without Params::tail96),
 // instead of 256 rows x up to 128 pairs (fused_moe_ws.cu).
 // Why: at 8192 Kimi tokens an expert has ~171 pairs (129..221), so the
@@ -17,7 +18,8 @@
 //   * Stage = B in two boxes of up to 128 pair rows (the second 32, 48, 64 or
 //     96 rows with tail96, else 48, 64, 128 or absent; its own wgmma
 //     descriptors) + 8 strips' code and scale tiles.
-//     5 stages, filled by the producer warpgroup (fused_moe_ws.cuh).
+//     gate_up: 5 stages, filled by the producer warpgroup (fused_moe_ws.cuh);
+//     down: DownStage, down_stages.
 //   * 2 warpgroups x 64 rows: warp w of warpgroup wg owns strip 4 wg + w.
 //   * kCluster 2 (MoeConfig::ws_gate_up_cluster 2, auto): clusters of 2
 //     CTAs on adjacent row blocks of one tile share every B stage through
@@ -439,6 +441,9 @@ void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaS
 
 void launch_down_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
   MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
+  // A cluster's CTAs take adjacent row blocks of one tile: H / 128 even
+  // (check_moe_prefill_ws_shape: H % 256 == 0).
+  MX_CHECK(cluster == 1 || (p.N / (kWideStrips * kStripRows)) % 2 == 0, "fused_moe_decode: odd row blocks in down");
   if (big) launch_wide_down_clusters<true>(p, cluster, ctas, stream);
   else launch_wide_down_clusters<false>(p, cluster, ctas, stream);
 }

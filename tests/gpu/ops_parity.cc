@@ -579,8 +579,12 @@ void forced_kernel_cases(Harness& h) {
   // copies its B; 3: 2-CTA clusters sharing it), the adders' epilogue on
   // 128-row items: the same cases as above (224-pair tiles at 700 and 768
   // tokens with every second box, an expert cut at 224, 256-pair tiles at
-  // 1000, stages reused at H = 512). A refused setting would run auto and
-  // pass, so refusals fail.
+  // 1000, gate_up's stages reused at H = 512), and one where down's ring
+  // stages are reused and every CTA runs several items (H = 2048: 16 row
+  // blocks x ~18 tiles; I = 512: 8 K tiles per item against 5 stages), so
+  // that the adders' staged / drained phases and their second pair table
+  // turn over (review of session 18: with I = 128 no CTA ran a second item).
+  // A refused setting would run auto and pass, so refusals fail.
   for (int down_items : {2, 3}) {
     opt.moe_path = parse_moe_kernel("prefill-ws");
     opt.moe_ws_down_items = down_items;
@@ -598,9 +602,15 @@ void forced_kernel_cases(Harness& h) {
     const int64_t H2 = 512;
     const std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
     moe_case(gpu, mx2, 768, H2,
-             fmt::format("mxfp4 --moe-kernel prefill-ws T768 E{} k{} H{} I{} (stages reused), {}", E, k, H2, I, tag));
+             fmt::format("mxfp4 --moe-kernel prefill-ws T768 E{} k{} H{} I{} (gate_up's stages reused), {}", E, k,
+                         H2, I, tag));
+    const int64_t H3 = 2048, I3 = 512;
+    const std::vector<ExpertWeights> mx3 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H3, I3, false);
+    moe_case(gpu, mx3, 768, H3,
+             fmt::format("mxfp4 --moe-kernel prefill-ws T768 E{} k{} H{} I{} (several items per CTA), {}", E, k, H3,
+                         I3, tag));
     Result r{"fused_moe", tag + ": token counts refused (ran on auto)", 0, 0, true,
-             fmt::format("{} of 5", gpu.refused_forced_moe_sizes())};
+             fmt::format("{}", gpu.refused_forced_moe_sizes())};
     if (gpu.refused_forced_moe_sizes() != 0) r.note = "FAIL: " + r.note;
     h.out_.push_back(r);
   }

@@ -7,6 +7,8 @@
 // them; the measured shapes keep the plan they were measured with.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "cuda/host/dense_ring_plan.h"
 #include "cuda/host/moe_prefill_items.h"
 
@@ -217,25 +219,34 @@ TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
       for (int epilogue = 0; epilogue <= 5; ++epilogue)
         for (int depth = 0; depth <= 2; ++depth)
           for (int box = 0; box <= 3; ++box)
-            for (long long pairs : {16LL * 384, 171LL * 384})
-              for (int64_t out : {int64_t(1), past_adders}) {
-                if (items == 2 && dequant >= 2) continue;  // refused by the config checks
-                const WsChoices c = resolve_ws_choices(WsRequest{dequant, items, epilogue, depth, box}, pairs, 384, out);
-                // launch_moe_prefill_ws's dispatch: which kernel runs each GEMM.
-                enum Kernel { kWide, kSs, kDeep, kOneGroup };
-                const Kernel gate_up = c.wide_gate_up ? kWide : c.dequant >= 2 ? kSs : c.deep ? kDeep : kOneGroup;
-                const Kernel down = c.dequant == 3 ? kSs : c.epilogue == 4 ? kDeep : kOneGroup;
-                const bool asked = box != 1;
-                const bool gate_up_has = gate_up == kWide || gate_up == kOneGroup;
-                const bool down_has = down == kOneGroup;
-                EXPECT_EQ(c.fine_gate_up, asked && gate_up_has)
-                    << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
-                EXPECT_EQ(c.fine_down, asked && down_has)
-                    << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
-                // The 224-pair tiles only in the wide kernel, which reads them as fine boxes.
-                EXPECT_EQ(c.tail96, (box == 0 || box == 3) && gate_up == kWide)
-                    << dequant << " " << items << " " << epilogue << " " << depth << " " << box << " " << pairs;
-              }
+            for (int down_items = 0; down_items <= 3; ++down_items)
+              for (long long pairs : {16LL * 384, 171LL * 384})
+                for (int64_t out : {int64_t(1), past_adders}) {
+                  if (items == 2 && dequant >= 2) continue;  // refused by the config checks
+                  const WsChoices c = resolve_ws_choices(
+                      WsRequest{dequant, items, epilogue, depth, box, 0, down_items}, pairs, 384, out);
+                  // (check_moe_prefill_ws refuses a forced wide down that resolves to the 256-row items.)
+                  // launch_moe_prefill_ws's dispatch: which kernel runs each GEMM.
+                  enum Kernel { kWide, kSs, kDeep, kOneGroup };
+                  const Kernel gate_up = c.wide_gate_up ? kWide : c.dequant >= 2 ? kSs : c.deep ? kDeep : kOneGroup;
+                  const Kernel down = c.wide_down ? kWide : c.dequant == 3 ? kSs : c.epilogue == 4 ? kDeep : kOneGroup;
+                  const bool asked = box != 1;
+                  const bool gate_up_has = gate_up == kWide || gate_up == kOneGroup;
+                  const bool down_has = down == kWide || down == kOneGroup;
+                  // The boxes the launched down kernel reads (dn.fine_boxes).
+                  const bool down_fine = c.wide_down ? c.fine_gate_up : c.fine_down;
+                  std::string at;
+                  for (long long v : {(long long)dequant, (long long)items, (long long)epilogue, (long long)depth,
+                                      (long long)box, (long long)down_items, pairs, (long long)out})
+                    at += std::to_string(v) + " ";
+                  EXPECT_EQ(c.fine_gate_up, asked && gate_up_has) << at;
+                  EXPECT_EQ(down_fine, asked && down_has) << at;
+                  // The 224-pair tiles only in the wide kernels, which read them as fine boxes.
+                  EXPECT_EQ(c.tail96, (box == 0 || box == 3) && gate_up == kWide) << at;
+                  // down's wide items need gate_up's tile map and the adders with one group in flight.
+                  if (c.wide_down) EXPECT_TRUE(gate_up == kWide && c.epilogue == 5 && c.rounds_y()) << at;
+                  EXPECT_EQ(c.down_cluster, c.wide_down && (down_items == 3 || down_items == 0) ? 2 : 1) << at;
+                }
 }
 
 }  // namespace
