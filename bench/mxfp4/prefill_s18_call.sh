@@ -3,6 +3,7 @@
 #   bench/mxfp4/prefill_s18_call.sh 1 OUT_DIR OLD_BUNDLE   (new binaries on PATH: gpu_unbundle.sh)
 #   bench/mxfp4/prefill_s18_call.sh 2 OUT_DIR
 #   bench/mxfp4/prefill_s18_call.sh 3 OUT_DIR OLD_BUNDLE
+#   bench/mxfp4/prefill_s18_call.sh 4 OUT_DIR OLD_BUNDLE
 # Call 1: correctness of down on the wide items (ops_parity --forced-only: MoeConfig::ws_down_items 2
 # and 3 on every wide tile shape) and, at 8192 Kimi tokens, three runs of: OLD_BUNDLE's mxfp4_bench
 # (session 17's kernels: every thread of gate_up zeroes `out` before the K loops) auto rows, then
@@ -45,6 +46,21 @@ case $call in
       bench=/tmp/old/bin/mxfp4_bench rows "old-auto-$r" --moe-tokens 8192 --moe-only "=auto"
       rows "new-auto-$r" --moe-tokens 8192 --moe-only "=auto"
     done
+    ;;
+  4)
+    # The gather with whole rows per load instruction (8 lanes per row, a padded shared area per warp)
+    # against OLD_BUNDLE (a row per thread): ops_parity's forced cases, then alternating auto rows at 8192
+    # tokens (three runs) and 2048 tokens (one run).
+    timeout 200 ops_parity --forced-only > "$out/ops_parity_forced.txt" 2>&1
+    echo "ops_parity --forced-only: exit $?"
+    grep -E "FAIL|op cases" "$out/ops_parity_forced.txt" | cut -c1-220 | tail -5
+    mkdir -p /tmp/old && xz -dc "$old_bundle" | tar -C /tmp/old -xf -
+    for r in 1 2 3; do
+      bench=/tmp/old/bin/mxfp4_bench rows "old-auto-$r" --moe-tokens 8192 --moe-only "=auto"
+      rows "new-auto-$r" --moe-tokens 8192 --moe-only "=auto"
+    done
+    bench=/tmp/old/bin/mxfp4_bench rows "old-auto-t2048" --moe-tokens 2048 --moe-only "=auto"
+    rows "new-auto-t2048" --moe-tokens 2048 --moe-only "=auto"
     ;;
   *) echo "usage: $0 1 OUT_DIR [OLD_BUNDLE]" >&2; exit 2 ;;
 esac

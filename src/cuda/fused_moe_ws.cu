@@ -89,22 +89,52 @@ static_assert(smem_bytes(false, 2) <= 227 * 1024, "shared memory of one SM excee
 static_assert(smem_bytes(false, kAdders) <= 227 * 1024, "shared memory of one SM exceeded");
 
 // xs[(j * 8 + c) * R + i] (16 bytes) = logical K chunk c of K tile j of
-// x[sorted_pairs[i] / topk]. Thread = (row i, K tile j): 128 contiguous bytes
-// in, the 32 words put in MMA order in registers, 8 x 16 bytes out. A CTA is
-// 256 consecutive rows of one K tile, so each of its chunk stores is 4 KB
-// contiguous (it was 8 K tiles x 32 rows: 512-byte runs, 0.44 ms at 8192
-// Kimi tokens for ~1 GB moved, about half the copy bandwidth).
+// x[sorted_pairs[i] / topk]. A CTA is 256 consecutive rows of one K tile, a
+// warp 32 of them: each load instruction reads 4 whole rows' 128 bytes (8
+// lanes per row, 16 bytes each) into a warp's padded shared area (33 words
+// per row: both passes conflict-free), then lane l takes row l's words in the
+// MMA order (mma_word_of) and stores its 8 chunks; each warp store is 512
+// contiguous bytes. Why: with a row per thread (until session 18) every load
+// instruction touched 32 lines of x for 16 bytes each, 8 times per row.
 constexpr int kGatherRows = 256;
+constexpr int kGatherRowWords = kTileK / 2 + 1;  // 32 words + 1 of padding
+// The row word that lands at MMA position m (mma_word_of inverted).
+constexpr __host__ __device__ int mma_word_at(int m) { return 8 * (m & 3) + 2 * (m >> 3) + ((m >> 2) & 1); }
+constexpr bool mma_word_at_inverts_mma_word_of() {
+  for (int r = 0; r < kTileK / 2; ++r)
+    if (mma_word_at(mma_word_of(r)) != r) return false;
+  return true;
+}
+static_assert(mma_word_at_inverts_mma_word_of(), "mma_word_at must invert mma_word_of");
 __global__ void __launch_bounds__(kGatherRows) gather_pairs_kernel(const uint16_t* __restrict__ x,
                                                                   uint4* __restrict__ xs, MoeScratch s,
                                                                   int E, int H, int topk, int R) {
-  const int i = blockIdx.x * kGatherRows + threadIdx.x;
-  const int j = blockIdx.y;
-  if (i >= s.offsets[E]) return;  // j < H / 64: the grid
-  const int token = s.sorted_pairs[i] / topk;
-  uint32_t out[32];
-  dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(token) * H + j * kTileK), out);
-  dev::store_row_tile_chunks(xs, j, R, i, out);
+  __shared__ uint32_t rows_area[kGatherRows * kGatherRowWords];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row0 = blockIdx.x * kGatherRows + warp * 32;
+  const int j = blockIdx.y;  // j < H / 64: the grid
+  const int pairs = s.offsets[E];
+  if (row0 >= pairs) return;
+  const int token = row0 + lane < pairs ? s.sorted_pairs[row0 + lane] / topk : 0;
+  uint32_t* area = rows_area + warp * 32 * kGatherRowWords;
+  const int q = lane & 7;  // this lane's 16 bytes of a row
+#pragma unroll
+  for (int it = 0; it < 8; ++it) {
+    const int r = 4 * it + (lane >> 3);
+    const int row_token = __shfl_sync(0xffffffffu, token, r);
+    if (row0 + r < pairs) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + size_t(row_token) * H + j * kTileK) + q);
+      uint32_t* w = area + r * kGatherRowWords + 4 * q;
+      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    }
+  }
+  __syncwarp();
+  if (row0 + lane >= pairs) return;
+  const uint32_t* row = area + lane * kGatherRowWords;
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    xs[(size_t(j) * 8 + c) * R + row0 + lane] = make_uint4(row[mma_word_at(4 * c)], row[mma_word_at(4 * c + 1)],
+                                                           row[mma_word_at(4 * c + 2)], row[mma_word_at(4 * c + 3)]);
 }
 
 // W4A4: h quantize-dequantized per 32 along I in natural column order while
