@@ -93,11 +93,12 @@ static_assert(smem_bytes(false, kAdders) <= 227 * 1024, "shared memory of one SM
 // warp 32 of them: each load instruction reads 4 whole rows' 128 bytes (8
 // lanes per row, 16 bytes each) into a warp's padded shared area (33 words
 // per row: both passes conflict-free), then lane l takes row l's words in the
-// MMA order (mma_word_of) and stores its 8 chunks; each warp store is 512
+// MMA order (mma_word_at) and stores its 8 chunks; each warp store is 512
 // contiguous bytes. Why: with a row per thread (until session 18) every load
 // instruction touched 32 lines of x for 16 bytes each, 8 times per row.
 constexpr int kGatherRows = 256;
 constexpr int kGatherRowWords = kTileK / 2 + 1;  // 32 words + 1 of padding
+static_assert(kGatherRows % 32 == 0, "a warp gathers 32 rows");
 // The row word that lands at MMA position m (mma_word_of inverted).
 constexpr __host__ __device__ int mma_word_at(int m) { return 8 * (m & 3) + 2 * (m >> 3) + ((m >> 2) & 1); }
 constexpr bool mma_word_at_inverts_mma_word_of() {

@@ -243,8 +243,10 @@ TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
                   EXPECT_EQ(down_fine, asked && down_has) << at;
                   // The 224-pair tiles only in the wide kernels, which read them as fine boxes.
                   EXPECT_EQ(c.tail96, (box == 0 || box == 3) && gate_up == kWide) << at;
-                  // down's wide items need gate_up's tile map and the adders with one group in flight.
-                  if (c.wide_down) EXPECT_TRUE(gate_up == kWide && c.epilogue == 5 && c.rounds_y()) << at;
+                  // down's wide items wherever they fit, unless the 256-row items are asked
+                  // for: gate_up's tile map, the adders with one group in flight.
+                  EXPECT_EQ(c.wide_down, down_items != 1 && gate_up == kWide && c.epilogue == 5) << at;
+                  if (c.wide_down) EXPECT_TRUE(c.rounds_y()) << at;
                   EXPECT_EQ(c.down_cluster, c.wide_down && (down_items == 3 || down_items == 0) ? 2 : 1) << at;
                 }
 }
