@@ -382,7 +382,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_down_kernel(const _
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
     const int rows1 = rows_second<kTail96>(p, it.count);
-#define MX_WIDE_DOWN(R0, R1) run_down_item<R0, R1, kBig, kCluster, kTail96, kS>(p, base, bars, packed, st, phase, drained_phase)
+#define MX_WIDE_DOWN(R0, R1) \
+  run_down_item<R0, R1, kBig, kCluster, kTail96, kS>(p, base, bars, packed, st, phase, drained_phase)
     if constexpr (kTail96) {
       if (rows1 == 96) MX_WIDE_DOWN(128, 96);
       else if (rows1 == 64) MX_WIDE_DOWN(128, 64);

@@ -228,7 +228,8 @@ void CudaOps::run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* i
   // Launches before a refusal write only scratch and `out`, which the rerun on
   // the automatic choices rewrites whole.
   if ((forced.path || forced.w4a4_mma || forced.ws_down_items) &&
-      refused_moe_.run_forced(size, "--moe-kernel / --w4a4-mma / ws_down_items", fmt::format("{} tokens x top-{}", T, topk),
+      refused_moe_.run_forced(size, "--moe-kernel / --w4a4-mma / ws_down_items",
+                              fmt::format("{} tokens x top-{}", T, topk),
                               [&] { fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, forced); }))
     return;
   fused_moe_decode(w, x, ids, weights, T, topk, out, workspace, stream_, automatic);
