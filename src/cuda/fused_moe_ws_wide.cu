@@ -276,21 +276,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   if constexpr (kCluster > 1) dev::cluster_sync();
 }
 
-template <bool kBig, int kCluster, bool kTail96>
-void launch_wide(const Params& p, int ctas, cudaStream_t stream) {
-  constexpr auto kernel = moe_ws_wide_gate_up_kernel<kBig, kCluster, kTail96>;
-  static PerDeviceOnce smem_attributes;
-  smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem));
-  });
-  LaunchAttrs a;
-  if constexpr (kCluster > 1) {
-    ctas = cluster_grid<kernel>(kCluster, kRsThreads, kWideSmem, ctas);
-    a.cluster = dim3(kCluster);
-  }
-  launch_with(kernel, dim3(unsigned(ctas)), kRsThreads, kWideSmem, stream, a, p);
-}
-
 // ---- down on wide items (MoeConfig::ws_down_items 2, 3) ----
 // Item = 128 rows of w2 (8 strips) x one tile of the gate_up's wide tile map
 // (up to 224 pairs, 256 without tail96), so down loads and dequantizes each
@@ -400,53 +385,59 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_down_kernel(const _
   if constexpr (kCluster > 1) dev::cluster_sync();
 }
 
-template <bool kBig, int kCluster, bool kTail96>
-void launch_wide_down(const Params& p, int ctas, cudaStream_t stream) {
-  constexpr auto kernel = moe_ws_wide_down_kernel<kBig, kCluster, kTail96>;
-  constexpr int kSmem = down_smem<kTail96>();
+// One launch of a wide kernel (gate_up's or down's) with kSmem bytes of
+// dynamic shared memory, on clusters of kCluster CTAs.
+template <auto kKernel, int kCluster, int kSmem>
+void launch_wide_kernel(const Params& p, int ctas, cudaStream_t stream) {
   static PerDeviceOnce smem_attributes;
   smem_attributes([] {
-    MX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    MX_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   });
   LaunchAttrs a;
   if constexpr (kCluster > 1) {
-    ctas = cluster_grid<kernel>(kCluster, kRsThreads, kSmem, ctas);
+    ctas = cluster_grid<kKernel>(kCluster, kRsThreads, kSmem, ctas);
     a.cluster = dim3(kCluster);
   }
-  launch_with(kernel, dim3(unsigned(ctas)), kRsThreads, kSmem, stream, a, p);
+  launch_with(kKernel, dim3(unsigned(ctas)), kRsThreads, kSmem, stream, a, p);
 }
 
-template <bool kBig>
-void launch_wide_down_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
-  if (cluster == 2 && p.tail96) launch_wide_down<kBig, 2, true>(p, ctas, stream);
-  else if (cluster == 2) launch_wide_down<kBig, 2, false>(p, ctas, stream);
-  else if (p.tail96) launch_wide_down<kBig, 1, true>(p, ctas, stream);
-  else launch_wide_down<kBig, 1, false>(p, ctas, stream);
+template <bool kDown, bool kBig, int kCluster, bool kTail96>
+void launch_wide_gemm(const Params& p, int ctas, cudaStream_t stream) {
+  if constexpr (kDown)
+    launch_wide_kernel<moe_ws_wide_down_kernel<kBig, kCluster, kTail96>, kCluster, down_smem<kTail96>()>(p, ctas,
+                                                                                                          stream);
+  else
+    launch_wide_kernel<moe_ws_wide_gate_up_kernel<kBig, kCluster, kTail96>, kCluster, kWideSmem>(p, ctas, stream);
+}
+
+template <bool kDown, bool kBig>
+void launch_wide_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
+  if (cluster == 2 && p.tail96) launch_wide_gemm<kDown, kBig, 2, true>(p, ctas, stream);
+  else if (cluster == 2) launch_wide_gemm<kDown, kBig, 2, false>(p, ctas, stream);
+  else if (p.tail96) launch_wide_gemm<kDown, kBig, 1, true>(p, ctas, stream);
+  else launch_wide_gemm<kDown, kBig, 1, false>(p, ctas, stream);
+}
+
+// gate_up's (kDown false) or down's wide kernel for the scale format, the
+// cluster size and the tiles (Params::tail96).
+template <bool kDown>
+void launch_wide_any(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
+  MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
+  // A cluster's CTAs take adjacent row blocks of one tile: row blocks even
+  // (check_moe_prefill_ws_shape: 2I and H multiples of 256).
+  MX_CHECK(cluster == 1 || (p.N / (kWideStrips * kStripRows)) % 2 == 0, "fused_moe_decode: odd row blocks");
+  if (big) launch_wide_clusters<kDown, true>(p, cluster, ctas, stream);
+  else launch_wide_clusters<kDown, false>(p, cluster, ctas, stream);
 }
 
 }  // namespace
 
-template <bool kBig>
-void launch_wide_clusters(const Params& p, int cluster, int ctas, cudaStream_t stream) {
-  if (cluster == 2 && p.tail96) launch_wide<kBig, 2, true>(p, ctas, stream);
-  else if (cluster == 2) launch_wide<kBig, 2, false>(p, ctas, stream);
-  else if (p.tail96) launch_wide<kBig, 1, true>(p, ctas, stream);
-  else launch_wide<kBig, 1, false>(p, ctas, stream);
-}
-
 void launch_gate_up_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
-  MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
-  if (big) launch_wide_clusters<true>(p, cluster, ctas, stream);
-  else launch_wide_clusters<false>(p, cluster, ctas, stream);
+  launch_wide_any<false>(p, big, cluster, ctas, stream);
 }
 
 void launch_down_wide(const Params& p, bool big, int cluster, int ctas, cudaStream_t stream) {
-  MX_CHECK(cluster == 1 || cluster == 2, "fused_moe_decode: B clusters of 1 or 2 CTAs");
-  // A cluster's CTAs take adjacent row blocks of one tile: H / 128 even
-  // (check_moe_prefill_ws_shape: H % 256 == 0).
-  MX_CHECK(cluster == 1 || (p.N / (kWideStrips * kStripRows)) % 2 == 0, "fused_moe_decode: odd row blocks in down");
-  if (big) launch_wide_down_clusters<true>(p, cluster, ctas, stream);
-  else launch_wide_down_clusters<false>(p, cluster, ctas, stream);
+  launch_wide_any<true>(p, big, cluster, ctas, stream);
 }
 
 }  // namespace mx::cuda::ws
