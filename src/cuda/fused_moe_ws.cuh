@@ -293,13 +293,13 @@ __device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
 }
 
 // gate_up's CTAs zero `out` for down's atomic adds (stream order makes it
-// safe); kBlockThreads = the kernel's threads per CTA (the SS kernel: all of
-// them, before its K loops).
-template <int kBlockThreads>
-__device__ __forceinline__ void zero_out_for_down(const Params& p) {
+// safe): `threads` threads of each CTA, this one number `thread` of them
+// (the SS kernel: all of its threads, before its K loops).
+__device__ __forceinline__ void zero_out_for_down(const Params& p, int thread, int threads) {
   float4* o = reinterpret_cast<float4*>(p.out);
-  const int64_t stride = int64_t(gridDim.x) * kBlockThreads;
-  for (int64_t i = int64_t(blockIdx.x) * kBlockThreads + threadIdx.x; i < p.out_vec4; i += stride)
+  const int64_t stride = int64_t(gridDim.x) * threads;
+#pragma unroll 1
+  for (int64_t i = int64_t(blockIdx.x) * threads + thread; i < p.out_vec4; i += stride)
     o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
@@ -311,11 +311,7 @@ __device__ __forceinline__ void zero_out_for_down(const Params& p) {
 struct ZeroOutForDown {
   const Params& p;
   __device__ __forceinline__ void operator()() const {
-    float4* o = reinterpret_cast<float4*>(p.out);
-    const int64_t stride = int64_t(gridDim.x) * kAdderThreads;
-#pragma unroll 1
-    for (int64_t i = int64_t(blockIdx.x) * kAdderThreads + (threadIdx.x - kFirstAdder); i < p.out_vec4; i += stride)
-      o[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    zero_out_for_down(p, threadIdx.x - kFirstAdder, kAdderThreads);
   }
 };
 

@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kSsThreads, 1) moe_ws_ss_kernel(const __grid_c
     }
     dev::fence_mbar_init();
   }
-  if constexpr (kGateUp) zero_out_for_down<kSsThreads>(p);
+  if constexpr (kGateUp) zero_out_for_down(p, threadIdx.x, kSsThreads);
   __syncthreads();
   const int row_blocks = p.N / kItemRows;
   const int items = *p.s.num_tiles * row_blocks;

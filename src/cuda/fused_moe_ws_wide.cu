@@ -98,6 +98,24 @@ __device__ __forceinline__ int rows_second(const Params& p, int count) {
   }
 }
 constexpr int wide_tile_pairs(bool tail96) { return tail96 ? kWideTail96Pairs : kWidePairs; }
+// f(std::integral_constant<int, R1>) for an item whose second box has rows1
+// rows (rows_second): one instantiation of the item per shape the kernels
+// compile, four with the 224-pair tiles and four without.
+template <bool kTail96, class F>
+__device__ __forceinline__ void with_second_box(int rows1, F&& f) {
+  using std::integral_constant;
+  if constexpr (kTail96) {
+    if (rows1 == 96) f(integral_constant<int, 96>{});
+    else if (rows1 == 64) f(integral_constant<int, 64>{});
+    else if (rows1 == 48) f(integral_constant<int, 48>{});
+    else f(integral_constant<int, 32>{});
+  } else {
+    if (rows1 == 128) f(integral_constant<int, 128>{});
+    else if (rows1 == 64) f(integral_constant<int, 64>{});
+    else if (rows1 == 48) f(integral_constant<int, 48>{});
+    else f(integral_constant<int, 0>{});
+  }
+}
 
 // The copy cursor over the CTA's (item, K tile) sequence (as Producer in
 // fused_moe_ws.cuh, with the wide stage layout), kS stages; B shared by a
@@ -258,20 +276,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_gate_up_kernel(cons
   uint32_t phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
-    const int rows1 = rows_second<kTail96>(p, it.count);
-#define MX_WIDE_ITEM(R0, R1) run_item<R0, R1, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase)
-    if constexpr (kTail96) {
-      if (rows1 == 96) MX_WIDE_ITEM(128, 96);
-      else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
-      else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
-      else MX_WIDE_ITEM(128, 32);
-    } else {
-      if (rows1 == 128) MX_WIDE_ITEM(128, 128);
-      else if (rows1 == 64) MX_WIDE_ITEM(128, 64);
-      else if (rows1 == 48) MX_WIDE_ITEM(128, 48);
-      else MX_WIDE_ITEM(128, 0);
-    }
-#undef MX_WIDE_ITEM
+    with_second_box<kTail96>(rows_second<kTail96>(p, it.count), [&](auto r1) {
+      run_item<kTilePairs, r1.value, kBig, kCluster, kS>(p, it, base, bars, staging, st, phase);
+    });
   }
   if constexpr (kCluster > 1) dev::cluster_sync();
 }
@@ -366,21 +373,10 @@ __global__ void __launch_bounds__(kRsThreads, 1) moe_ws_wide_down_kernel(const _
   uint32_t phase = 0, drained_phase = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const Item it = item_at<wide_tile_pairs(kTail96)>(p.s, item, row_blocks);
-    const int rows1 = rows_second<kTail96>(p, it.count);
-#define MX_WIDE_DOWN(R0, R1) \
-  run_down_item<R0, R1, kBig, kCluster, kTail96, kS>(p, base, bars, packed, st, phase, drained_phase)
-    if constexpr (kTail96) {
-      if (rows1 == 96) MX_WIDE_DOWN(128, 96);
-      else if (rows1 == 64) MX_WIDE_DOWN(128, 64);
-      else if (rows1 == 48) MX_WIDE_DOWN(128, 48);
-      else MX_WIDE_DOWN(128, 32);
-    } else {
-      if (rows1 == 128) MX_WIDE_DOWN(128, 128);
-      else if (rows1 == 64) MX_WIDE_DOWN(128, 64);
-      else if (rows1 == 48) MX_WIDE_DOWN(128, 48);
-      else MX_WIDE_DOWN(128, 0);
-    }
-#undef MX_WIDE_DOWN
+    with_second_box<kTail96>(rows_second<kTail96>(p, it.count), [&](auto r1) {
+      run_down_item<kTilePairs, r1.value, kBig, kCluster, kTail96, kS>(p, base, bars, packed, st, phase,
+                                                                       drained_phase);
+    });
   }
   if constexpr (kCluster > 1) dev::cluster_sync();
 }
