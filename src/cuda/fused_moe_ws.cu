@@ -511,10 +511,9 @@ void launch_moe_prefill_ws(const MoeWeights& w, const uint16_t* x, uint16_t* xp,
   Params dn = gu;
   dn.N = H;
   dn.K = I;
-  if (c.wide_down) set_maps(dn, w.w2_codes, w.w2_scales, E, s.h, kWideStrips, c.down_cluster);
-  else set_maps(dn, w.w2_codes, w.w2_scales, E, s.h);
+  set_maps(dn, w.w2_codes, w.w2_scales, E, s.h, c.wide_down ? kWideStrips : kItemStrips, c.down_cluster);
   gu.fine_boxes = c.fine_gate_up;
-  dn.fine_boxes = c.wide_down ? c.fine_gate_up : c.fine_down;  // the wide down: gate_up's items
+  dn.fine_boxes = c.down_boxes_fine();
   gu.tail96 = c.tail96;
   dn.tail96 = c.wide_down && c.tail96;
   launch_tile_map(s, E, c.wide_gate_up, c.tail96, stream);

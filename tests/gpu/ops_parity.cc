@@ -552,26 +552,27 @@ void forced_kernel_cases(Harness& h) {
   // An expert past 224 pairs on the 224-pair tiles: expert 0, favoured by the
   // correction bias, is chosen by every token (700 pairs: tiles of 224, 224,
   // 224 and 28, the last on the 32-row box) while the average stays at 175.
+  Tensor expert0_bias = Tensor::empty(DType::F32, {E});
+  std::fill(expert0_bias.data<float>(), expert0_bias.data<float>() + E, 0.0f);
+  expert0_bias.data<float>()[0] = 100.0f;
   {
     opt.moe_path = parse_moe_kernel("prefill-ws");
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    Tensor bias = Tensor::empty(DType::F32, {E});
-    std::fill(bias.data<float>(), bias.data<float>() + E, 0.0f);
-    bias.data<float>()[0] = 100.0f;
     moe_case(gpu, mx, 700, H,
              fmt::format("mxfp4 --moe-kernel prefill-ws T700 E{} k{} H{} I{}, expert 0 on every token", E, k, H, I),
-             bias, true);
+             expert0_bias, true);
   }
   // The wide gate_up's 2-CTA clusters with each ring stage reused: H = 512 is
   // 8 K tiles against the ring's 5 stages, so every stage goes back to both
   // CTAs of a cluster and is refilled by both copy cursors (at H = 256 each
   // CTA's one item has 4 K tiles and no stage is used twice). Added after
   // session 15's review; passed in every call of session 16.
+  const int64_t H2 = 512;
+  const std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
   {
     opt.moe_path = parse_moe_kernel("prefill-ws");
     cuda::CudaOps gpu(ActivationMode::W4A16, opt);
-    const int64_t H2 = 512, T = 768;
-    const std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
+    const int64_t T = 768;
     moe_case(gpu, mx2, T, H2,
              fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{} (cluster stages reused)", T, E, k, H2, I));
   }
@@ -585,6 +586,8 @@ void forced_kernel_cases(Harness& h) {
   // that the adders' staged / drained phases and their second pair table
   // turn over (review of session 18: with I = 128 no CTA ran a second item).
   // A refused setting would run auto and pass, so refusals fail.
+  const int64_t H3 = 2048, I3 = 512;
+  const std::vector<ExpertWeights> mx3 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H3, I3, false);
   for (int down_items : {2, 3}) {
     opt.moe_path = parse_moe_kernel("prefill-ws");
     opt.moe_ws_down_items = down_items;
@@ -592,20 +595,13 @@ void forced_kernel_cases(Harness& h) {
     const std::string tag = fmt::format("down on wide items (ws_down_items {})", down_items);
     for (int64_t T : {700, 768, 1000})
       moe_case(gpu, mx, T, H, fmt::format("mxfp4 --moe-kernel prefill-ws T{} E{} k{} H{} I{}, {}", T, E, k, H, I, tag));
-    Tensor bias = Tensor::empty(DType::F32, {E});
-    std::fill(bias.data<float>(), bias.data<float>() + E, 0.0f);
-    bias.data<float>()[0] = 100.0f;
     moe_case(gpu, mx, 700, H,
              fmt::format("mxfp4 --moe-kernel prefill-ws T700 E{} k{} H{} I{}, expert 0 on every token, {}", E, k, H,
                          I, tag),
-             bias, true);
-    const int64_t H2 = 512;
-    const std::vector<ExpertWeights> mx2 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H2, I, false);
+             expert0_bias, true);
     moe_case(gpu, mx2, 768, H2,
              fmt::format("mxfp4 --moe-kernel prefill-ws T768 E{} k{} H{} I{} (gate_up's stages reused), {}", E, k,
                          H2, I, tag));
-    const int64_t H3 = 2048, I3 = 512;
-    const std::vector<ExpertWeights> mx3 = make_experts(WeightFormat::Mxfp4, DType::F32, E, H3, I3, false);
     moe_case(gpu, mx3, 768, H3,
              fmt::format("mxfp4 --moe-kernel prefill-ws T768 E{} k{} H{} I{} (several items per CTA), {}", E, k, H3,
                          I3, tag));

@@ -133,6 +133,9 @@ struct WsChoices {
   // cluster sharing its B (1 or 2; 1 for the 256-row down).
   bool wide_down;
   int down_cluster;
+  // The fine boxes the launched down kernel reads (Params::fine_boxes): the
+  // wide down runs on gate_up's items, so it takes gate_up's.
+  bool down_boxes_fine() const { return wide_down ? fine_gate_up : fine_down; }
   // Each expert's y rounded to BF16 (the adders' epilogue; the SS down of
   // ws_dequant 3 keeps its own deferred FP32 adds).
   bool rounds_y() const { return epilogue >= 4 && dequant != 3; }

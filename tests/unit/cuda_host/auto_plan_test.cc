@@ -234,7 +234,7 @@ TEST(MoePrefillChoices, FineBoxesFollowTheLaunchedKernelForEverySetting) {
                   const bool gate_up_has = gate_up == kWide || gate_up == kOneGroup;
                   const bool down_has = down == kWide || down == kOneGroup;
                   // The boxes the launched down kernel reads (dn.fine_boxes).
-                  const bool down_fine = c.wide_down ? c.fine_gate_up : c.fine_down;
+                  const bool down_fine = c.down_boxes_fine();
                   std::string at;
                   for (long long v : {(long long)dequant, (long long)items, (long long)epilogue, (long long)depth,
                                       (long long)box, (long long)down_items, pairs, (long long)out})
