@@ -29,10 +29,24 @@ namespace {
 
 constexpr int kPair = 2;  // strips per warp
 
+// Batches per trip of pair_mma's loop (its unroll count). 2 with 8 K-slices
+// and 2-tile batches: with one batch per trip ptxas stepped the six 64-bit
+// pointers (both strips' weights and scales, both token groups' rows) with an
+// add pair each and rotated them through ~10 register moves per trip (26 of
+// 299 instructions, SASS of 4ebd597; 285 per batch unrolled). H200, same
+// call: 7168x18432 at 12 / 16 tokens 25.0 / 25.2 us against 26.7-27.0 /
+// 27.4-27.5, MLA o_proj at 16 tokens 12.1 vs 13.0
+// (bench/mxfp4/results-dense-small-2026-12-03-s19.md). Not with 4 K-slices
+// (36864x7168): 102 registers instead of 92 leave 4 CTAs per SM instead of 5
+// (50.7-50.9 us at 12 tokens against 47.5-47.6); capped at 5 CTAs, it spills
+// inside the loop.
+template <int kKs, int kU>
+constexpr int kPairTrip = kKs == 8 && kU == 2 ? 2 : 1;
+
 // Accumulates K tiles [kt0, kt1) of strips 0 and 1 of the pair (tiles of strip
 // 1 follow strip 0's KT tiles) into acc[0] and acc[1], sharing each
 // activation load between them.
-template <int NT, bool kBig, int kU>
+template <int NT, bool kBig, int kU, int kTrip>
 __device__ __forceinline__ void pair_mma(const uint8_t* __restrict__ codes,
                                          const uint8_t* __restrict__ scales, int KT, int kt0,
                                          int kt1, const uint16_t* const (&rows)[NT],
@@ -48,6 +62,7 @@ __device__ __forceinline__ void pair_mma(const uint8_t* __restrict__ codes,
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) xrow[nt] = (rows[nt] ? rows[nt] : real) + kt0 * kTileK + 16 * t;
   int kt = kt0;
+#pragma unroll(kTrip)
   for (; kt + kU <= kt1; kt += kU, wp += kU * 32, sp += kU * 16) {
     uint4 w[kPair][kU];
     uint32_t sc[kPair][kU];
@@ -125,7 +140,7 @@ __global__ void __launch_bounds__(kKs * 32)
                                        reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::pipe_ring_bytes<kPair, NT, kD>());
     __syncthreads();  // every warp is done with its ring: it holds the partial sums now
   } else {
-    pair_mma<NT, kBig, kU>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
+    pair_mma<NT, kBig, kU, kPairTrip<kKs, kU>>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
                            kt1, rows, acc);
   }
 #pragma unroll
