@@ -31,15 +31,16 @@ constexpr int kPair = 2;  // strips per warp
 
 // Batches per trip of pair_mma's loop (its unroll count). 2 with 8 K-slices
 // and 2-tile batches: with one batch per trip ptxas stepped the six 64-bit
-// pointers (both strips' weights and scales, both token groups' rows) with an
-// add pair each and rotated them through ~10 register moves per trip (26 of
-// 299 instructions, SASS of 4ebd597; 285 per batch unrolled). H200, same
-// call: 7168x18432 at 12 / 16 tokens 25.0 / 25.2 us against 26.7-27.0 /
-// 27.4-27.5, MLA o_proj at 16 tokens 12.1 vs 13.0
+// pointers (both strips' weights and scales, both token groups' rows) with
+// add pairs and rotated them through register moves: 23 of the loop's 295
+// instructions per batch went to pointers and loop control (SASS of 4ebd597,
+// scripts/sass_loops.py), 12 of 284 unrolled. H200, same call (session 19's
+// call 2): 7168x18432 at 12 / 16 tokens 24.1 / 24.7 us against 26.3-26.4 /
+// 26.7-27.0, MLA o_proj at 16 tokens 12.1 vs 13.0
 // (bench/mxfp4/results-dense-small-2026-12-03-s19.md). Not with 4 K-slices
 // (36864x7168): 102 registers instead of 92 leave 4 CTAs per SM instead of 5
-// (50.7-50.9 us at 12 tokens against 47.5-47.6); capped at 5 CTAs, it spills
-// inside the loop.
+// (call 1: 50.7-50.9 us at 12 tokens against 47.5-47.6); capped at 5 CTAs, it
+// spills inside the loop.
 template <int kKs, int kU>
 constexpr int kPairTrip = kKs == 8 && kU == 2 ? 2 : 1;
 
