@@ -5,7 +5,7 @@
 # with 8 K-slices only (kPairTrip, mxfp4_gemm_pair.cu):
 #   [CALL=2 ROUNDS=3] bench/mxfp4/dense_s19_call.sh OUT_DIR OLD_BENCH      (new binaries on PATH: gpu_unbundle.sh; the
 #   bundle carried both, the old one as mxfp4_bench_old: the tree left room for one bundle)
-# ops_parity (every op and model case) on the new build, then twice: OLD's and the new mxfp4_bench
+# ops_parity (every op and model case) on the new build, then ROUNDS times (default 2): OLD's and the new mxfp4_bench
 # --dense-small (M = 1, 8, 12, 16, every kernel variant checked against the reference) and --moe-decode.
 set -uo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 OUT_DIR OLD_BENCH" >&2; exit 2; }
@@ -27,6 +27,7 @@ for r in $(seq "${ROUNDS:-2}"); do  # call 2: ROUNDS=3, --dense-small only (moe-
 done
 # Short table: the auto graph rows of both builds.
 for f in "$out"/*.jsonl; do
+  [[ -f "$f" ]] || continue  # no rows at all: the glob stays literal
   python3 - "$f" <<'PY'
 import json, sys, os
 name = os.path.basename(sys.argv[1])[:-6]

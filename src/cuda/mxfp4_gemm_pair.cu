@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kKs * 32)
                                        reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::pipe_ring_bytes<kPair, NT, kD>());
     __syncthreads();  // every warp is done with its ring: it holds the partial sums now
   } else {
-    pair_mma<NT, kBig, kU, kPairTrip<kKs, kU>>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT, kt0,
-                           kt1, rows, acc);
+    pair_mma<NT, kBig, kU, kPairTrip<kKs, kU>>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes,
+                                               KT, kt0, kt1, rows, acc);
   }
 #pragma unroll
   for (int s = 0; s < kPair; ++s)
