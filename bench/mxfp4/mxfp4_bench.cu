@@ -8,7 +8,7 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--moe-only A|B..] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--mma-rates] [--moe-only A|B..] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
@@ -33,6 +33,9 @@
 // --read-probe: only the copy bandwidth and, for the two large weights, that
 // read-only kernel beside other ways of streaming the same bytes (LDG per-CTA
 // ranges, bulk copies into a shared-memory ring; read_floor_probe.h).
+// --mma-rates: only the copy bandwidth and the issue rates of mma.sync, wgmma
+// with A from registers (n = 16..128) and the dequant's instructions, each
+// alone on every SM at 4..20 warps per SM (mma_rates.h).
 // --moe-only A|B..: only the fused-MoE rows whose label contains A or B ..;
 // a piece "=LABEL" takes that label exactly ("=auto": auto's rows without
 // the "(auto before ...)" ones).
@@ -63,6 +66,7 @@
 #include "read_floor_probe.h"
 #include "profile_runs.h"
 #include "bench_rows.h"
+#include "mma_rates.h"
 #include "moe_bench.h"
 
 namespace {
@@ -528,6 +532,7 @@ int main(int argc, char** argv) {
   bool moe_decode = false;    // --moe-decode: --decode's MoE rows only
   bool checks = false;        // --checks: the W4A4 quantizer, the device re-layout and PDL chains, bit-exact, only
   bool read_probe = false;    // --read-probe: ways of streaming a weight's bytes (read_floor_probe.h)
+  bool mma_rates = false;     // --mma-rates: tensor-core and dequant instruction rates alone (mma_rates.h)
   std::vector<int> moe_tokens = {512, 2048, 8192};
   std::vector<int> decode_tokens = {1, 2, 8, 40};  // --moe-decode; --moe-tokens T: T only
   const char* json = nullptr;
@@ -546,10 +551,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dense-small")) g_dense_small = true;
     else if (!std::strcmp(argv[i], "--checks")) checks = true;
     else if (!std::strcmp(argv[i], "--read-probe")) read_probe = true;
+    else if (!std::strcmp(argv[i], "--mma-rates")) mma_rates = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--checks] [--moe-only A|B..] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--mma-rates] [--checks] [--moe-only A|B..] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -574,7 +580,9 @@ int main(int argc, char** argv) {
       mxbench::bench_w4a4_prefill(moe_tokens, g_seed, g_copy_gbps, s);
       return 0;
     }
-    if (read_probe) {
+    if (mma_rates) {
+      bench_mma_rates(s);
+    } else if (read_probe) {
       for (const Shape& sh : {Shape{"dense_gate_up", 36864, 7168}, Shape{"dense_down", 7168, 18432}}) {
         bench_read_floor(sh, s, true);
       }

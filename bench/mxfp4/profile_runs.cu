@@ -119,13 +119,14 @@ void profile_moe_decode_run(cudaStream_t s, SeedFn next_seed) {
   }
 }
 
-// --profile --dense-small: 7168 x 18432 at M = 1 and 16 and 36864 x 7168 at
-// M = 16, two launches each of the pipelined kernel 12 (its own defaults;
-// session 7's ncu of kernels 8 and 9 is in bench/mxfp4/raw-dense-small-2026-12-01-s7/),
-// for `ncu --clock-control none -k regex:dense`.
+// --profile --dense-small: the automatic kernels at 8 and 16 tokens (kernel 5
+// and the strip-pair kernel 9 on 36864 x 7168, kernels 8 and 9 on 7168 x 18432),
+// two launches each, for `ncu --clock-control none -k regex:dense` (the pipes'
+// utilization: ComputeWorkloadAnalysis). Session 7's ncu of kernels 8 and 9 and
+// of the pipelined kernel 12 is in bench/mxfp4/raw-dense-small-2026-12-01-s7/.
 void profile_small_run(cudaStream_t s, SeedFn next_seed) {
-  profile_gemm({"dense_down", 7168, 18432}, {1, 16}, [](int) { return std::vector<int>{12}; }, s, next_seed);
-  profile_gemm({"dense_gate_up", 36864, 7168}, {16}, [](int) { return std::vector<int>{12}; }, s, next_seed);
+  profile_gemm({"dense_gate_up", 36864, 7168}, {8, 16}, [](int) { return std::vector<int>{0}; }, s, next_seed);
+  profile_gemm({"dense_down", 7168, 18432}, {8, 16}, [](int) { return std::vector<int>{0}; }, s, next_seed);
 }
 
 }  // namespace mxbench

@@ -15,7 +15,7 @@ void profile_run(cudaStream_t s, SeedFn next_seed);
 void profile_dense_run(cudaStream_t s, SeedFn next_seed);
 // --profile --moe-decode: the fused MoE at 1 token, before / wide / wide W4A4.
 void profile_moe_decode_run(cudaStream_t s, SeedFn next_seed);
-// --profile --dense-small: kernel 12 on 7168x18432 at M = 1 and 16, 36864x7168 at 16.
+// --profile --dense-small: the automatic kernels on both large shapes at M = 8 and 16.
 void profile_small_run(cudaStream_t s, SeedFn next_seed);
 
 }  // namespace mxbench
