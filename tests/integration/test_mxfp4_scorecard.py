@@ -121,3 +121,19 @@ def test_every_target_without_a_row_is_listed_as_not_measured(tmp_path):
     assert "NOT MEASURED" in line_of(out, "W4A4 quantizer")
     assert sum("| NOT MEASURED |" in l for l in out.splitlines()) == 22
     assert "issue #8 targets: 6 of 28 met (22 not measured)" in out
+
+
+def test_w4a4_decode_is_judged_as_the_engine_calls_it_when_the_row_exists(tmp_path):
+    # CudaOps quantizes x itself (MoeConfig::x_quantized): the row without the
+    # MoE's own quantizer of x is judged; without such a row, plain auto.
+    out = run(tmp_path, [
+        row("fused_moe", MOE, 1, 63.0, 44.0, "auto, CUDA graph, mean of 8 steps", mode="W4A4"),   # 1.43x
+        row("fused_moe", MOE, 1, 61.0, 44.0, "auto, x quantized by the caller, CUDA graph, mean of 8 steps",
+            mode="W4A4"),                                                                         # 1.39x: judged
+        row("fused_moe", MOE, 2, 124.0, 87.0, "auto, CUDA graph, mean of 8 steps", mode="W4A4"),  # 1.43x: judged
+        row("fused_moe", MOE, 1, 60.0, 44.0, "auto, x quantized by the caller, CUDA graph", mode="W4A16"),
+    ])
+    one = line_of(out, "MoE decode W4A4 | 1 token, x quantized by the caller (graph)")
+    assert "61.0 us = 1.39x floor" in one and "MET" in one
+    two = line_of(out, "MoE decode W4A4 | 2 tokens (graph)")
+    assert "124.0 us = 1.43x floor" in two and "MISSED" in two
