@@ -291,6 +291,8 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
 
 void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bool big_scales) {
   const int N = sh.N, K = sh.K;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t cb = size_t(N) * K / 2, sb = size_t(N) * K / 32;
   DeviceBuffer<uint8_t> raw_c(cb), raw_s(sb);
   fill_random_bytes(raw_c.p, cb, next_seed(), s);
@@ -379,6 +381,10 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
             for (int ctas : {1, 2}) variants.push_back({11, 0, 16, ctas});
           for (auto [splits, ctas] : {std::pair{1, 2}, std::pair{2, 1}, std::pair{2, 2}})
             variants.push_back({11, splits, 0, ctas});
+          // 4 K splits at 64 tokens on few row blocks (7168x18432: 224 CTAs,
+          // 1 or 2 per SM) beside auto's 2 splits (112 CTAs, 20 SMs idle).
+          if (M > 32 && N / 128 < sms)
+            for (int ctas : {1, 2}) variants.push_back({11, 4, 0, ctas});
         }
         // A producer warp filling the ring: 8 consumer warps (2 CTAs per SM)
         // or 16 (1 CTA per SM, each activation stage shared by 256 rows).
