@@ -149,7 +149,8 @@ struct RateCase {
   const char* name;
   void (*kernel)(int, float*);
   int threads;        // per CTA
-  double ops_per_it;  // per thread-block iteration of one warp: MMA FLOPs or instructions
+  double ops_per_it;  // per loop iteration and warp: MMA FLOPs or instructions (a wgmma's
+                      // FLOPs are its warpgroup's: a quarter of them per warp)
   bool flops;         // ops are FLOPs (else warp instructions)
   int instr_per_it;   // warp instructions per iteration and warp (the rate per cycle)
 };
@@ -162,10 +163,10 @@ void bench_mma_rates(cudaStream_t s) {
   DeviceBuffer<float> sink(1);
   const RateCase cases[] = {
       {"mma.sync m16n8k16 bf16", mma_sync_rate_kernel, 128, 4096.0 * kChains, true, kChains},
-      {"wgmma RS m64n16k16 bf16", wgmma_rs_rate_kernel<16>, 128, 4 * 2.0 * 64 * 16 * 16, true, 4},
-      {"wgmma RS m64n32k16 bf16", wgmma_rs_rate_kernel<32>, 128, 4 * 2.0 * 64 * 32 * 16, true, 4},
-      {"wgmma RS m64n64k16 bf16", wgmma_rs_rate_kernel<64>, 128, 4 * 2.0 * 64 * 64 * 16, true, 4},
-      {"wgmma RS m64n128k16 bf16", wgmma_rs_rate_kernel<128>, 128, 4 * 2.0 * 64 * 128 * 16, true, 4},
+      {"wgmma RS m64n16k16 bf16", wgmma_rs_rate_kernel<16>, 128, 2.0 * 64 * 16 * 16, true, 4},
+      {"wgmma RS m64n32k16 bf16", wgmma_rs_rate_kernel<32>, 128, 2.0 * 64 * 32 * 16, true, 4},
+      {"wgmma RS m64n64k16 bf16", wgmma_rs_rate_kernel<64>, 128, 2.0 * 64 * 64 * 16, true, 4},
+      {"wgmma RS m64n128k16 bf16", wgmma_rs_rate_kernel<128>, 128, 2.0 * 64 * 128 * 16, true, 4},
       {"lop3", alu_rate_kernel<Op::kLop3>, 128, kChains, false, kChains},
       {"shf.l.wrap (rotate)", alu_rate_kernel<Op::kShfRotate>, 128, kChains, false, kChains},
       {"prmt", alu_rate_kernel<Op::kPrmt>, 128, kChains, false, kChains},

@@ -590,7 +590,9 @@ int main(int argc, char** argv) {
     }
     if (mma_rates) {
       bench_mma_rates(s);
-    } else if (read_probe) {
+      return 0;
+    }
+    if (read_probe) {
       for (const Shape& sh : {Shape{"dense_gate_up", 36864, 7168}, Shape{"dense_down", 7168, 18432}}) {
         bench_read_floor(sh, s, true);
       }

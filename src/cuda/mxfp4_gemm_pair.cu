@@ -110,7 +110,12 @@ __device__ __forceinline__ void pair_mma(const uint8_t* __restrict__ codes,
 // dequant (L1 / L2 hits, under the dequant's ~55 instructions), so that the
 // registers of a batch's activations (32 at kU = 2) hold weight tiles instead:
 // kU = 4 keeps twice the DRAM bytes in flight per warp at about the same
-// registers (GemmConfig::batch_tiles 4).
+// registers (GemmConfig::batch_tiles 4). Measured slower, not chosen by the
+// rule: H200, session 20, CUDA graph, 36864x7168 at 16 tokens 53.0 us (4
+// K-slices) against 47.4 for 2-tile batches, 7168x18432 27.9 (8 K-slices)
+// against 24.8: the activations' latency, no longer under a batch, costs more
+// than the deeper weight stream gives
+// (bench/mxfp4/results-pipes-2026-12-03-s20.md).
 template <int NT, bool kBig, int kU>
 __device__ __forceinline__ void pair_mma_weights_ahead(const uint8_t* __restrict__ codes,
                                                        const uint8_t* __restrict__ scales, int KT, int kt0,
