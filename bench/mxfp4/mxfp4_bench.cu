@@ -350,8 +350,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         for (int batch : M <= 8 ? std::vector<int>{3, 4} : std::vector<int>{1, 3})
           variants.push_back({8, 0, 0, batch});
         if (M > 8 && N % 32 == 0)
-          for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2},
-                                   std::pair{4, 4}, std::pair{8, 4}})
+          for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2}})
             variants.push_back({9, ks, 0, batch});
         // Stream-K (kernel 10): {kernel, CTAs per SM (0 = all that fit), strips per warp, batch}.
         if (M <= 8)
@@ -470,8 +469,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                                      chain_case("auto kernel, PDL prefetch 8", 1, 8)});
         // Kernel 9's K-slices and batches in the graph (PDL), 9..16 tokens.
         if (g_dense_small && M > 8 && N % 32 == 0)
-          for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2},
-                                   std::pair{4, 4}, std::pair{8, 4}})
+          for (auto [ks, batch] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 1}, std::pair{8, 2}})
             cases.push_back(chain_case("strip pair ks=" + std::to_string(ks) + " batch=" + std::to_string(batch) +
                                            ", PDL",
                                        1, 0, 9, ks, batch));

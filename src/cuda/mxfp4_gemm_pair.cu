@@ -105,71 +105,6 @@ __device__ __forceinline__ void pair_mma(const uint8_t* __restrict__ codes,
   }
 }
 
-// pair_mma with each batch's weights only: kU K tiles of both strips are
-// requested before any is used, and each tile's activations just before its
-// dequant (L1 / L2 hits, under the dequant's ~55 instructions), so that the
-// registers of a batch's activations (32 at kU = 2) hold weight tiles instead:
-// kU = 4 keeps twice the DRAM bytes in flight per warp at about the same
-// registers (GemmConfig::batch_tiles 4). Measured slower, not chosen by the
-// rule: H200, session 20, CUDA graph, 36864x7168 at 16 tokens 53.0 us (4
-// K-slices) against 47.4 for 2-tile batches, 7168x18432 27.9 (8 K-slices)
-// against 24.8: the activations' latency, no longer under a batch, costs more
-// than the deeper weight stream gives
-// (bench/mxfp4/results-pipes-2026-12-03-s20.md).
-template <int NT, bool kBig, int kU>
-__device__ __forceinline__ void pair_mma_weights_ahead(const uint8_t* __restrict__ codes,
-                                                       const uint8_t* __restrict__ scales, int KT, int kt0,
-                                                       int kt1, const uint16_t* const (&rows)[NT],
-                                                       float (&acc)[kPair][NT][4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const uint4* wp = reinterpret_cast<const uint4*>(codes) + lane + kt0 * 32;
-  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales) + (t >> 1) * 8 + g + kt0 * 16;
-  const int wstride = KT * 32, sstride = KT * 16;
-  const uint16_t* real = reinterpret_cast<const uint16_t*>(
-      __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(rows[0]), 0));
-  const uint16_t* xrow[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) xrow[nt] = (rows[nt] ? rows[nt] : real) + kt0 * kTileK + 16 * t;
-  int kt = kt0;
-  for (; kt + kU <= kt1; kt += kU, wp += kU * 32, sp += kU * 16) {
-    uint4 w[kPair][kU];
-    uint32_t sc[kPair][kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u)
-#pragma unroll
-      for (int s = 0; s < kPair; ++s) {
-        w[s][u] = dev::load_stream_ordered(wp + s * wstride + u * 32);
-        sc[s][u] = dev::load_u16_ordered(sp + s * sstride + u * 16);
-      }
-    __syncwarp();  // keeps the batch's weight loads before its first use (pair_mma)
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      uint4 xa[NT][2];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        xa[nt][0] = dev::load_act_ordered(xrow[nt] + u * kTileK);
-        xa[nt][1] = dev::load_act_ordered(xrow[nt] + u * kTileK + 8);
-      }
-#pragma unroll
-      for (int s = 0; s < kPair; ++s) dev::mma_tile<NT, kBig>(w[s][u], sc[s][u], xa, acc[s]);
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) xrow[nt] += kU * kTileK;
-  }
-  for (; kt < kt1; ++kt, wp += 32, sp += 16) {
-    uint4 xa[NT][2];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      xa[nt][0] = dev::load_act(xrow[nt]);
-      xa[nt][1] = dev::load_act(xrow[nt] + 8);
-      xrow[nt] += kTileK;
-    }
-#pragma unroll
-    for (int s = 0; s < kPair; ++s)
-      dev::mma_tile<NT, kBig>(dev::load_stream(wp + s * wstride), __ldg(sp + s * sstride), xa, acc[s]);
-  }
-}
-
 // kD = 0: pair_mma with kU-tile batches (kernel 9); kD > 0: the pipelined loop
 // with kD tiles in flight through per-warp cp.async rings in dynamic shared
 // memory (kernel 12, mxfp4_gemm_small16_pipe.cuh), which then hold the partial
@@ -205,9 +140,6 @@ __global__ void __launch_bounds__(kKs * 32)
                                        kt0, kt1, x, M, K, acc,
                                        reinterpret_cast<uint8_t*>(dyn_smem) + warp * dev::pipe_ring_bytes<kPair, NT, kD>());
     __syncthreads();  // every warp is done with its ring: it holds the partial sums now
-  } else if constexpr (kU >= 4) {
-    pair_mma_weights_ahead<NT, kBig, kU>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes, KT,
-                                         kt0, kt1, rows, acc);
   } else {
     pair_mma<NT, kBig, kU, kPairTrip<kKs, kU>>(codes + tile0 * kTileCodeBytes, scales + tile0 * kTileScaleBytes,
                                                KT, kt0, kt1, rows, acc);
@@ -256,9 +188,11 @@ bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices) {
 }
 
 // Compiled: 4 or 8 K-slice warps per pair, batches of 1 or 2 K tiles (2 or 4
-// weight tiles in flight per warp) or of 4 K tiles of weights with each
-// tile's activations loaded just before it (8 weight tiles in flight);
-// pipelined: 2 or 3 K tiles in flight.
+// weight tiles in flight per warp); pipelined: 2 or 3 K tiles in flight.
+// Tried and removed (session 20, code at b760583): batches of 4 K tiles of
+// weights with each tile's activations loaded just before its dequant (twice
+// the weight bytes in flight per warp), 12-17% slower on the large weights
+// (bench/mxfp4/results-pipes-2026-12-03-s20.md).
 void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                        cudaStream_t stream, int k_slices, int batch_tiles, StripLaunch sl, bool pipelined) {
   const int ks = k_slices ? k_slices : 4, b = batch_tiles ? batch_tiles : 2;
@@ -277,8 +211,6 @@ void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uin
   if (ks == 4 && b == 2) return launch_variant<4, 2>(w, x, M, y, stream, sl);
   if (ks == 8 && b == 1) return launch_variant<8, 1>(w, x, M, y, stream, sl);
   if (ks == 8 && b == 2) return launch_variant<8, 2>(w, x, M, y, stream, sl);
-  if (ks == 4 && b == 4) return launch_variant<4, 4>(w, x, M, y, stream, sl);
-  if (ks == 8 && b == 4) return launch_variant<8, 4>(w, x, M, y, stream, sl);
   fail_input("mxfp4_gemm: no strip-pair kernel with {} K-slices and {}-tile batches", ks, b);
 }
 

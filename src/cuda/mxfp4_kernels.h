@@ -55,9 +55,7 @@ struct Mxfp4DeviceWeight {
 // CTAs (one cluster) split K (auto 2). Kernel 8: batch_tiles 3 or 4 up to 8
 // tokens (kernel 6's and 5's loads), 1 (kernel 1's loop) or 3 for 9..16; 0 = 3
 // and 1. Kernel 9: k_slices 4 or 8 warps per strip pair (0 = 4 from 2048
-// strips, else 8), batch_tiles 1 or 2 K tiles per load batch (0 = 2), or 4:
-// 4 K tiles of weights per batch, each tile's activations loaded before it
-// (measured 12-17% slower on the large weights; selectable only).
+// strips, else 8), batch_tiles 1 or 2 K tiles per load batch (0 = 2).
 // Kernel 10: strips_per_warp 1 or 2 (0 = 2 where N % 32 == 0), batch_tiles
 // (1 strip: 3 or 4, 2 strips: 1 or 2; 0 = 3 and 2), k_splits = resident CTAs
 // per SM to use (0 = all that fit).
