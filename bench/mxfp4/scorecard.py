@@ -84,7 +84,7 @@ def scorecard(ours, peers):
                      and is_auto(x)]
             # W4A4 as the engine runs it: x quantized by the caller (CudaOps,
             # in its F32 -> BF16 conversion), when the bench has that row.
-            by_caller = [x for x in autos if CALLER_QUANTIZED in x.get("note", "")]
+            by_caller = [x for x in autos if mode == "W4A4" and CALLER_QUANTIZED in x.get("note", "")]
             r = pick(by_caller or autos, prefer_graph=True)
             case = f"{t} token{'s' if t > 1 else ''}" + (", x quantized by the caller" if by_caller else "")
             if not r:

@@ -191,7 +191,7 @@ bool dense_pair_supported(const Mxfp4DeviceWeight& w, int k_slices) {
 // weight tiles in flight per warp); pipelined: 2 or 3 K tiles in flight.
 // Tried and removed (session 20, code at b760583): batches of 4 K tiles of
 // weights with each tile's activations loaded just before its dequant (twice
-// the weight bytes in flight per warp), 12-17% slower on the large weights
+// the weight bytes in flight per warp), 11-16% slower on the large weights
 // (bench/mxfp4/results-pipes-2026-12-03-s20.md).
 void launch_dense_pair(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                        cudaStream_t stream, int k_slices, int batch_tiles, StripLaunch sl, bool pipelined) {

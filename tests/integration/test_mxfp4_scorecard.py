@@ -131,9 +131,13 @@ def test_w4a4_decode_is_judged_as_the_engine_calls_it_when_the_row_exists(tmp_pa
         row("fused_moe", MOE, 1, 61.0, 44.0, "auto, x quantized by the caller, CUDA graph, mean of 8 steps",
             mode="W4A4"),                                                                         # 1.39x: judged
         row("fused_moe", MOE, 2, 124.0, 87.0, "auto, CUDA graph, mean of 8 steps", mode="W4A4"),  # 1.43x: judged
-        row("fused_moe", MOE, 1, 60.0, 44.0, "auto, x quantized by the caller, CUDA graph", mode="W4A16"),
+        row("fused_moe", MOE, 1, 66.0, 44.0, "auto, CUDA graph, mean of 8 steps"),                 # W4A16: 1.50x
+        row("fused_moe", MOE, 1, 60.0, 44.0, "auto, x quantized by the caller, CUDA graph", mode="W4A16"),  # averaged in
     ])
     one = line_of(out, "MoE decode W4A4 | 1 token, x quantized by the caller (graph)")
     assert "61.0 us = 1.39x floor" in one and "MET" in one
     two = line_of(out, "MoE decode W4A4 | 2 tokens (graph)")
     assert "124.0 us = 1.43x floor" in two and "MISSED" in two
+    # W4A16 takes no caller-quantized preference: both auto rows are averaged (63.0 us = 1.43x).
+    w16 = line_of(out, "MoE decode W4A16 | 1 token (graph)")
+    assert "63.0 us = 1.43x floor" in w16
