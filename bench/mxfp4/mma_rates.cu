@@ -22,6 +22,7 @@
 #include <string>
 
 #include "bench_rows.h"
+#include "cuda/device_info.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/wgmma_rs_narrow.cuh"
 #include "device_buffer.h"
@@ -85,8 +86,7 @@ __global__ void wgmma_rs_rate_kernel(int iters, float* sink) {
   dev::fence_proxy_async();  // generic-proxy writes before wgmma's async-proxy reads
   __syncthreads();
   const uint32_t addr = dev::smem_addr(b_tile);
-  // Leading (K) byte offset = one chunk of N rows, stride (N) = 8 rows x 16 bytes.
-  const uint64_t desc = uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((N * 16) >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+  const uint64_t desc = dev::kmajor_b_desc(addr, N * 16);  // one chunk of N rows between K chunks
   uint32_t a[4];
   for (int i = 0; i < 4; ++i) a[i] = random_bf16x2(seed * 8 + i);
   float acc[N / 2 < 32 ? 32 : N / 2] = {};
@@ -149,53 +149,51 @@ struct RateCase {
   const char* name;
   void (*kernel)(int, float*);
   int threads;        // per CTA
-  double ops_per_it;  // per loop iteration and warp: MMA FLOPs or instructions (a wgmma's
-                      // FLOPs are its warpgroup's: a quarter of them per warp)
-  bool flops;         // ops are FLOPs (else warp instructions)
-  int instr_per_it;   // warp instructions per iteration and warp (the rate per cycle)
+  int instr_per_it;     // warp instructions per loop iteration and warp
+  double flops_per_it;  // MMA FLOPs per iteration and warp (a wgmma's are its warpgroup's: a
+                        // quarter per warp); 0: not an MMA
 };
 
 }  // namespace
 
 void bench_mma_rates(cudaStream_t s) {
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = mx::cuda::sm_count();
   DeviceBuffer<float> sink(1);
   const RateCase cases[] = {
-      {"mma.sync m16n8k16 bf16", mma_sync_rate_kernel, 128, 4096.0 * kChains, true, kChains},
-      {"wgmma RS m64n16k16 bf16", wgmma_rs_rate_kernel<16>, 128, 2.0 * 64 * 16 * 16, true, 4},
-      {"wgmma RS m64n32k16 bf16", wgmma_rs_rate_kernel<32>, 128, 2.0 * 64 * 32 * 16, true, 4},
-      {"wgmma RS m64n64k16 bf16", wgmma_rs_rate_kernel<64>, 128, 2.0 * 64 * 64 * 16, true, 4},
-      {"wgmma RS m64n128k16 bf16", wgmma_rs_rate_kernel<128>, 128, 2.0 * 64 * 128 * 16, true, 4},
-      {"lop3", alu_rate_kernel<Op::kLop3>, 128, kChains, false, kChains},
-      {"shf.l.wrap (rotate)", alu_rate_kernel<Op::kShfRotate>, 128, kChains, false, kChains},
-      {"prmt", alu_rate_kernel<Op::kPrmt>, 128, kChains, false, kChains},
-      {"mul.rn.bf16x2 (HMUL2)", alu_rate_kernel<Op::kHmul2>, 128, kChains, false, kChains},
-      {"mad.lo.u32 by 16 (IMAD.SHL)", alu_rate_kernel<Op::kImadShl>, 128, kChains, false, kChains},
-      {"dequant mix 2 lop3 + rotate + hmul2", alu_rate_kernel<Op::kDequantMix>, 128, 4.0 * kChains, false,
-       4 * kChains},
+      {"mma.sync m16n8k16 bf16", mma_sync_rate_kernel, 128, kChains, 4096.0 * kChains},
+      {"wgmma RS m64n16k16 bf16", wgmma_rs_rate_kernel<16>, 128, 4, 2.0 * 64 * 16 * 16},
+      {"wgmma RS m64n32k16 bf16", wgmma_rs_rate_kernel<32>, 128, 4, 2.0 * 64 * 32 * 16},
+      {"wgmma RS m64n64k16 bf16", wgmma_rs_rate_kernel<64>, 128, 4, 2.0 * 64 * 64 * 16},
+      {"wgmma RS m64n128k16 bf16", wgmma_rs_rate_kernel<128>, 128, 4, 2.0 * 64 * 128 * 16},
+      {"lop3", alu_rate_kernel<Op::kLop3>, 128, kChains, 0},
+      {"shf.l.wrap (rotate)", alu_rate_kernel<Op::kShfRotate>, 128, kChains, 0},
+      {"prmt", alu_rate_kernel<Op::kPrmt>, 128, kChains, 0},
+      {"mul.rn.bf16x2 (HMUL2)", alu_rate_kernel<Op::kHmul2>, 128, kChains, 0},
+      {"mad.lo.u32 by 16 (IMAD.SHL)", alu_rate_kernel<Op::kImadShl>, 128, kChains, 0},
+      {"dequant mix 2 lop3 + rotate + hmul2", alu_rate_kernel<Op::kDequantMix>, 128, 4 * kChains, 0},
   };
   for (const RateCase& c : cases)
     for (int ctas_per_sm : {1, 2, 4, 5}) {
       // Wgmma CTAs are one warpgroup; mma.sync and ALU CTAs 4 warps: 4..20 warps per SM.
-      const int iters = c.flops ? 4096 : 16384;
+      const bool mma = c.flops_per_it > 0;
+      const int iters = mma ? 4096 : 16384;
       const unsigned grid = unsigned(sms * ctas_per_sm);
       c.kernel<<<grid, c.threads, 0, s>>>(iters, sink.p);  // warm-up, and the launch is checked once
       CK(cudaGetLastError());
       CK(cudaStreamSynchronize(s));
       const double us = median_us([&](int) { c.kernel<<<grid, c.threads, 0, s>>>(iters, sink.p); }, 20, s);
       const double warps = double(grid) * c.threads / 32;
-      const double ops = warps * iters * c.ops_per_it;
+      const double flops = warps * iters * c.flops_per_it;
       const double instr = warps * iters * c.instr_per_it;
       Row r;
       r.kernel = "mma_rate";
       r.shape = c.name;
       r.M = ctas_per_sm * c.threads / 32;  // warps per SM
-      r.mode = c.flops ? "tensor" : "alu";
+      r.mode = mma ? "tensor" : "alu";
       r.us = us;
       char note[160];
-      if (c.flops)
-        std::snprintf(note, sizeof note, "%.1f TFLOP/s, %.3g warp instr/SM/us", ops / us / 1e6, instr / sms / us);
+      if (mma)
+        std::snprintf(note, sizeof note, "%.1f TFLOP/s, %.3g warp instr/SM/us", flops / us / 1e6, instr / sms / us);
       else
         std::snprintf(note, sizeof note, "%.3g warp instr/SM/us", instr / sms / us);
       r.note = note;

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda/device_info.h"
 #include "cuda/host/mxfp4_reference.h"
 #include "cuda/mxfp4_kernels.h"
 #include "host_layout.h"
@@ -291,8 +292,7 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
 
 void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bool big_scales) {
   const int N = sh.N, K = sh.K;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = mx::cuda::sm_count();
   const size_t cb = size_t(N) * K / 2, sb = size_t(N) * K / 32;
   DeviceBuffer<uint8_t> raw_c(cb), raw_s(sb);
   fill_random_bytes(raw_c.p, cb, next_seed(), s);

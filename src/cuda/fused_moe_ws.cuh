@@ -16,6 +16,7 @@
 
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/tma_copy.cuh"
+#include "cuda/wgmma_rs.cuh"
 #include "cuda/mxfp4_internal.h"
 
 namespace mx::cuda::ws {
@@ -78,7 +79,7 @@ __device__ __forceinline__ void sts16(uint32_t a, uint16_t v) {
 // rows).
 template <int kRows>
 __device__ __forceinline__ uint64_t b_desc_rows(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(kRows * 16 >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+  return dev::kmajor_b_desc(addr, kRows * 16);
 }
 
 // Tensor maps (cuTensorMapEncodeTiled, 8-byte elements so that one box row

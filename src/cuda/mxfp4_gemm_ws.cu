@@ -95,13 +95,6 @@ struct Layout {
   static_assert(kStage % 128 == 0 && kXTile % 128 == 0, "bulk tensor copies want 128-byte alignment");
 };
 
-// K-major, no swizzle: leading (K) byte offset between core matrices = one
-// chunk, stride (N) byte offset between 8-row groups = 128.
-__device__ __forceinline__ uint64_t b_desc(uint32_t addr, uint32_t chunk_bytes) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(chunk_bytes >> 4) << 16) |
-         (uint64_t(128 >> 4) << 32);
-}
-
 // xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
 // row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
 // bytes in, its 32 words put in MMA order in registers, 8 x 16 bytes out.
@@ -353,7 +346,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
 #pragma unroll
       for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
   };
-  const uint64_t desc0 = b_desc(smem0, L::kChunk);
+  const uint64_t desc0 = dev::kmajor_b_desc(smem0, L::kChunk);  // one chunk of NT rows between K chunks
   // Strip m * 8 + warp of the row block: warpgroup wg's m64 tile m is strips
   // m * 8 + 4 wg .. + 3.
   const uint32_t wcode = opaque(smem0 + L::kCodeOff + warp * L::kCodes + lane * 16);

@@ -120,6 +120,13 @@ __device__ __forceinline__ void wgmma_rs_bf16(float (&d)[N], const uint32_t (&a)
   WgmmaRsBf16<NB>::mma(d, a, desc);
 }
 
+// Shared-memory descriptor of a K-major, unswizzled B operand: core matrices
+// of 8 rows x 16 bytes, `chunk_bytes` between the 8-wide K chunks (leading
+// byte offset), 128 bytes between 8-row groups (stride byte offset).
+__device__ __forceinline__ uint64_t kmajor_b_desc(uint32_t addr, uint32_t chunk_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(chunk_bytes >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+}
+
 // Keeps the compiler from moving reads or writes of the accumulators across
 // the wgmma fence / wait instructions (which it sees as plain asm).
 template <int N>
