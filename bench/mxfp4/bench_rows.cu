@@ -1,6 +1,7 @@
 // The result rows and run state shared by mxfp4_bench's parts (bench_rows.h).
 #include "bench_rows.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -64,7 +65,10 @@ void emit(const Row& r) {
                 "\"M\":%d,\"us\":%.3f,\"floor_us\":%.3f,\"ratio\":%.3f,\"rel_err\":%.3g,\"unwritten\":%ld,"
                 "\"touched\":%.1f,\"sm_mhz\":%.0f,\"power_w\":%.0f,\"power_capped\":%.2f,\"clock_samples\":%d,"
                 "\"err_bound\":%.3g,",
-                row.M, row.us, row.floor_us, row.floor_us > 0 ? row.us / row.floor_us : 0.0, row.rel_err,
+                row.M, row.us, row.floor_us, row.floor_us > 0 ? row.us / row.floor_us : 0.0,
+                // JSON has no inf / NaN: a non-finite error is written as -1, which
+                // report.py's check (0 <= rel_err <= bound) still fails.
+                std::isfinite(row.rel_err) ? row.rel_err : -1.0,
                 row.nan_count, row.extra, row.sm_mhz, row.power_w, row.capped, row.clock_samples, row.err_bound);
   const std::string line = "{\"kernel\":" + json_string(row.kernel) + ",\"shape\":" + json_string(row.shape) +
                            ",\"mode\":" + json_string(row.mode) + "," + nums + "\"note\":" +
