@@ -339,8 +339,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         int kernel, kparam, cluster, batch = 0;  // batch: GemmConfig::batch_tiles (kernels 8-10)
         int ring = 0;                            // GemmConfig::ring_warps (kernel 11)
         int pdl = 0, prefetch = 0;               // GemmConfig::pdl, prefetch_tiles (strip kernels)
-        int mode = 0;   // kernel 11 with a producer warp: launch_dense_ws's DenseRingMode (variant or probe)
-        int share = 1;  // and its b_share: CTAs of a cluster reading each B stage once (TMA multicast)
+        int mode = 0;  // kernel 11 with a producer warp: launch_dense_ws's DenseRingMode (a timing probe)
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
       if (g_dense_small) {
@@ -392,20 +391,15 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         // or 16 (1 CTA per SM, each activation stage shared by 256 rows).
         for (int ring : {8, 16})
           if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring});
-        // The same with two wgmma groups in flight, and the timing probes that
-        // leave out the MMAs, the dequant, or both (copies alone).
+        // 16 consumer warps of two strips each (512-row CTAs: each B stage
+        // serves twice the weight rows), up to 32 tokens.
+        if (!big_scales && M > 16 && M <= 32 && N % 512 == 0) variants.push_back({11, 0, 32, 0, 16});
+        // The timing probes (where the time goes): no MMA, no dequant, the
+        // copies alone, the weights' copies alone, B's copies alone.
         if (!big_scales && M > 16)
-          for (int mode = M <= 32 ? 1 : 2; mode <= 4; ++mode)  // two groups in flight: up to 32 tokens
+          for (int mode = kRingProbeNoMma; mode <= kRingProbeBOnly; ++mode)
             for (int ring : {8, 16})
               if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring, 0, 0, mode});
-        // B read once per cluster of 2 or 4 CTAs: production loop, two groups
-        // in flight (up to 32 tokens), and the copies alone.
-        if (!big_scales && M > 16)
-          for (int share : {2, 4})
-            for (int mode : {0, 1, 4})
-              for (int ring : {8, 16})
-                if ((mode != 1 || M <= 32) && N % (ring * 16 * share) == 0)
-                  variants.push_back({11, 0, 0, 0, ring, 0, 0, mode, share});
       } else if (!a4 && !big_scales) {
         if (M <= 16 && !g_decode) variants.insert(variants.end(), {{1, 16, 0}, {2, 0, 0}});
         else if (M <= 16) variants.push_back({1, 0, 0});
@@ -422,7 +416,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       base.M = M;
       base.mode = mode;
       base.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
-      for (auto [kernel, kparam, cluster, batch, ring, pdl, prefetch, mode, share] : variants) {
+      for (auto [kernel, kparam, cluster, batch, ring, pdl, prefetch, mode] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
@@ -434,8 +428,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (kernel == 10) cfg.k_slices = 0, cfg.k_splits = kparam, cfg.strips_per_warp = cluster;
         cfg.pdl = pdl, cfg.prefetch_tiles = prefetch;
         // Kernel 11's modes are launched directly (not GemmConfig choices).
-        auto gemm = [&, cfg, mode = mode, share = share](const Mxfp4DeviceWeight& w) {
-          if (mode || share > 1) launch_dense_ws(w, xin, M, y.p, s, 0, 0, 0, cfg.ring_warps, mode, share);
+        auto gemm = [&, cfg, mode = mode](const Mxfp4DeviceWeight& w) {
+          if (mode) launch_dense_ws(w, xin, M, y.p, s, 0, 0, 0, cfg.ring_warps, mode);
           else mxfp4_gemm(w, xin, M, y.p, s, cfg);
         };
         if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
@@ -452,8 +446,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.us = us;
         r.rel_err = err.rel;
         r.nan_count = err.nan;
-        const bool probe = mode >= mx::cuda::kRingProbeNoMma;
-        if (probe) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;  // wrong sums by design: timed, not checked
+        if (mode) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;  // wrong sums by design: timed, not checked
         if (kernel == 0 && pdl < 0) r.note = "auto without PDL or prefetch, events";
         else if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
@@ -471,12 +464,12 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                    (cluster ? " strips/cta=" + std::to_string(cluster) : std::string()) +
                    (batch ? " ctas/sm=" + std::to_string(batch) : std::string()) +
                    (ring ? " producer+" + std::to_string(ring) + " warps" : std::string()) +
-                   (mode == 1   ? " 2 groups in flight"
-                    : mode == 2 ? " PROBE no MMA"
-                    : mode == 3 ? " PROBE no dequant"
-                    : mode == 4 ? " PROBE copies only"
-                                : "") +
-                   (share > 1 ? " B shared by " + std::to_string(share) : std::string());
+                   (mode == kRingProbeNoMma         ? " PROBE no MMA"
+                    : mode == kRingProbeNoDequant   ? " PROBE no dequant"
+                    : mode == kRingProbeCopies      ? " PROBE copies only"
+                    : mode == kRingProbeWeightsOnly ? " PROBE weight copies only"
+                    : mode == kRingProbeBOnly       ? " PROBE B copies only"
+                                                    : "");
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
         else if (kernel == 12)

@@ -44,7 +44,6 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
@@ -139,30 +138,26 @@ struct Range {
 
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
-// With kMC > 1 the unit's row block is a cluster's (kMC CTAs on adjacent row
-// blocks, this CTA's = rb kMC + rank): the weights are the CTA's own, B is
-// copied in kMC parts, part `rank` by this CTA into every CTA of the cluster
-// (TMA multicast), so the cluster reads B from L2 once instead of kMC times.
-template <int NT, int kCtas, int kSP, int kW, int kMC = 1>
+// kMode: the production copies, or a probe's (weights only, B only).
+template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction>
 struct Filler {
   using L = Layout<NT, kCtas, kSP, kW>;
-  static constexpr uint32_t kPart = kStageTiles * L::kXTile / kMC;  // this CTA's part of a stage's B
-  static_assert(kPart % 16 == 0, "bulk copies move multiples of 16 bytes");
+  static constexpr bool kWeights = kMode != kRingProbeBOnly, kActs = kMode != kRingProbeWeightsOnly;
+  static constexpr uint32_t kBBytes = kStageTiles * L::kXTile;
+  static constexpr uint32_t kBytes = (kWeights ? L::kStageBytes - kBBytes : 0) + (kActs ? kBBytes : 0);
   int rb, j, stages;  // next unit's row block and stage
-  int rank = 0;       // this CTA's rank in its cluster
 
   __device__ __forceinline__ void weights(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
     const uint32_t full = bars + 8 * slot, base = smem0 + slot * L::kStage;
-    const int strip0 = (rb * kMC + rank) * L::kStrips;
-    dev::mbar_arrive_expect_tx(full, L::kStageBytes);
-    dev::tma_2d(base + L::kCodeOff, p.codes, j * kStageTiles * (kTileCodeBytes / 8), strip0, full);
-    dev::tma_2d(base + L::kScaleOff, p.scales, j * kStageTiles * (kTileScaleBytes / 8), strip0, full);
+    dev::mbar_arrive_expect_tx(full, kBytes);
+    if (!kWeights) return;
+    dev::tma_2d(base + L::kCodeOff, p.codes, j * kStageTiles * (kTileCodeBytes / 8), rb * L::kStrips, full);
+    dev::tma_2d(base + L::kScaleOff, p.scales, j * kStageTiles * (kTileScaleBytes / 8), rb * L::kStrips, full);
   }
   __device__ __forceinline__ void acts(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
-    const uint32_t dst = smem0 + slot * L::kStage + rank * kPart;
-    const uint8_t* src = p.xp + size_t(j) * kStageTiles * L::kXTile + rank * kPart;
-    if constexpr (kMC > 1) dev::bulk_copy_g2s_multicast(dst, src, kPart, bars + 8 * slot, (1u << kMC) - 1);
-    else dev::bulk_copy_g2s(dst, src, kPart, bars + 8 * slot);
+    if (!kActs) return;
+    dev::bulk_copy_g2s(smem0 + slot * L::kStage, p.xp + size_t(j) * kStageTiles * L::kXTile, kBBytes,
+                       bars + 8 * slot);
   }
   __device__ __forceinline__ void next() {
     if (++j == stages) j = 0, ++rb;
@@ -199,19 +194,15 @@ __device__ __forceinline__ float* partial_slot(const Params& p, int cta, int slo
 // block goes straight to y; a part is stored as this warp's FP32 partial and
 // the warp that completes the row block (the last of its CTAs to arrive, per
 // warp) adds the others' partials and writes y. Per warp: no CTA barrier.
-// With kMC > 1 the stream-K sequence is the clusters' (cluster `cta` of
-// `ctas`, row blocks of kMC CTAs' rows); each CTA keeps its own partials and
-// counters, for its own row block rb kMC + rank.
-template <int NT, int kSP, int kW, int kMC = 1>
+template <int NT, int kSP, int kW>
 __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, int rb, int seg0, int seg1,
                                               float (&acc)[kSP][NT / 2]) {
   constexpr int kFloats = kSP * NT / 2;
-  const int S = r.stages, ctas = gridDim.x / kMC, units = (p.N / (kW * kStripRows * kSP * kMC)) * S;
-  const int cta = blockIdx.x / kMC, rank = kMC > 1 ? int(dev::cluster_ctarank()) : 0, own = rb * kMC + rank;
-  if (seg1 - seg0 == S) return store_y<NT, kSP, kW>(p, own, acc);
+  const int S = r.stages, ctas = gridDim.x, units = (p.N / (kW * kStripRows * kSP)) * S, cta = blockIdx.x;
+  if (seg1 - seg0 == S) return store_y<NT, kSP, kW>(p, rb, acc);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int slot = streamk_slot(cta, rb, units, ctas, S);
-  float4* mine = reinterpret_cast<float4*>(partial_slot<kW>(p, cta * kMC + rank, slot, kFloats));
+  float4* mine = reinterpret_cast<float4*>(partial_slot<kW>(p, cta, slot, kFloats));
 #pragma unroll
   for (int m = 0; m < kSP; ++m)
 #pragma unroll
@@ -222,7 +213,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   __syncwarp();
   const int c0 = streamk_cta_of(rb * S, units, ctas), c1 = streamk_cta_of((rb + 1) * S - 1, units, ctas);
   int arrived = 0;
-  if (lane == 0) arrived = atomicAdd(p.counters + own * kW + warp, 1);
+  if (lane == 0) arrived = atomicAdd(p.counters + rb * kW + warp, 1);
   arrived = __shfl_sync(0xffffffffu, arrived, 0);
   if (arrived != c1 - c0) return;  // not the last of the row block's c1 - c0 + 1 segments
   __syncwarp();  // orders lane 0's atomic before every lane's reads (a shuffle does not)
@@ -230,7 +221,7 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
   for (int c = c0; c <= c1; ++c) {
     if (c == cta) continue;
     const int other = streamk_slot(c, rb, units, ctas, S);
-    const float4* src = reinterpret_cast<const float4*>(partial_slot<kW>(p, c * kMC + rank, other, kFloats));
+    const float4* src = reinterpret_cast<const float4*>(partial_slot<kW>(p, c, other, kFloats));
 #pragma unroll
     for (int m = 0; m < kSP; ++m)
 #pragma unroll
@@ -239,8 +230,8 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
         acc[m][4 * i] += v.x, acc[m][4 * i + 1] += v.y, acc[m][4 * i + 2] += v.z, acc[m][4 * i + 3] += v.w;
       }
   }
-  if (lane == 0) p.counters[own * kW + warp] = 0;  // the next launch starts from zero
-  store_y<NT, kSP, kW>(p, own, acc);
+  if (lane == 0) p.counters[rb * kW + warp] = 0;  // the next launch starts from zero
+  store_y<NT, kSP, kW>(p, rb, acc);
 }
 
 // K splits: the cluster's CTAs sum their FP32 partial tiles through
@@ -279,11 +270,10 @@ __device__ __forceinline__ void cluster_epilogue(const Params& p, uint8_t* smem,
 // stage q - S as soon as every consumer warp gave that slot back. Unlike
 // thread 0 of a consumer warp it waits for nothing but the ring, so the ring
 // runs S - 1 stages ahead of the slowest warp.
-template <int NT, int kCtas, int kSP, int kW, int kMC>
-__device__ __forceinline__ void produce(const Params& p, Filler<NT, kCtas, kSP, kW, kMC> f, uint32_t smem0,
-                                        uint32_t bars, int n) {
-  constexpr int S = Layout<NT, kCtas, kSP, kW>::kStages;
-  Filler<NT, kCtas, kSP, kW, kMC> w = f;
+template <class F>
+__device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, uint32_t bars, int n) {
+  constexpr int S = F::L::kStages;
+  F w = f;
   for (int q = 0; q < min(S, n); ++q, w.next()) w.weights(p, smem0, bars, q);
   dev::griddep_wait();
   for (int q = 0; q < min(S, n); ++q, f.next()) f.acts(p, smem0, bars, q);
@@ -303,27 +293,24 @@ __device__ __forceinline__ void produce(const Params& p, Filler<NT, kCtas, kSP, 
 // fills the ring (stream-K, one strip per warp), else thread 0 refills it
 // between its own MMAs.
 template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP, int kW = kWarps, bool kProd = false,
-          int kMode = kRingProduction, int kMC = 1>
+          int kMode = kRingProduction>
 __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
-  static_assert(!kProd || (kStreamK && kSP == 1), "the producer warp runs with stream-K, one strip per warp");
+  static_assert(!kProd || kStreamK, "the producer warp runs with stream-K");
   static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
-  static_assert(kMode == kRingProduction || kProd, "the variants and probes run with the producer warp");
-  static_assert(kMC == 1 || kProd, "B shared by a cluster runs with the producer warp");
-  // Groups of 4 wgmma in flight after each commit, and the A register sets
-  // that takes (a set is rewritten once its group retired).
-  constexpr int kDepth = kMode == kRingDepth2 ? 2 : 1, kSets = kDepth + 1, kTailPhase = 3;
+  static_assert(kMode == kRingProduction || (kProd && kSP == 1), "the probes run with the producer, one strip per warp");
+  // The probes whose consumers only wait for each stage and give it back.
+  constexpr bool kCopiesOnly =
+      kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly || kMode == kRingProbeBOnly;
   using L = Layout<NT, kCtas, kSP, kW>;
   constexpr int S = L::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   Range r;
   r.stages = p.K / kTileK / kStageTiles;
-  const int rank = kMC > 1 ? int(dev::cluster_ctarank()) : 0;
   if constexpr (kStreamK) {
-    // kMC > 1: the clusters' stream-K (every CTA of a cluster the same range).
-    const int units = (p.N / (L::kRowsCta * kMC)) * r.stages, cluster = blockIdx.x / kMC, clusters = gridDim.x / kMC;
-    r.u0 = streamk_start(cluster, units, clusters);
-    r.u1 = streamk_start(cluster + 1, units, clusters);
+    const int units = (p.N / L::kRowsCta) * r.stages;
+    r.u0 = streamk_start(blockIdx.x, units, gridDim.x);
+    r.u1 = streamk_start(blockIdx.x + 1, units, gridDim.x);
   } else {
     const int splits = gridDim.y, split = blockIdx.y;
     r.u0 = blockIdx.x * r.stages + split * r.stages / splits;
@@ -332,39 +319,24 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   const int n = r.u1 - r.u0;  // stages this CTA runs
   const uint32_t smem0 = dev::smem_addr(smem);
   const uint32_t bars = smem0 + L::kRing;  // full[S], then empty[S]
-  Filler<NT, kCtas, kSP, kW, kMC> f;
-  f.rank = rank;
+  Filler<NT, kCtas, kSP, kW, kMode> f;
   f.stages = r.stages;
   f.rb = r.u0 / r.stages;
   f.j = r.u0 % r.stages;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       dev::mbar_init(bars + 8 * s, 1);
-      dev::mbar_init(bars + 8 * (S + s), kW * kMC);  // every consumer warp of the cluster
+      dev::mbar_init(bars + 8 * (S + s), kW);
     }
     dev::fence_mbar_init();
   }
-  // A stage is given back to every CTA that copies into it (release).
-  auto release = [&](int slot) {
-    const uint32_t bar = bars + 8 * (S + slot);
-    if constexpr (kMC > 1) {
-      if (lane < kMC) dev::mbar_arrive_cluster(bar, uint32_t(lane));
-    } else if (lane == 0) {
-      dev::mbar_arrive(bar);
-    }
-  };
   if constexpr (kProd) {
-    // The barriers are initialized (with kMC > 1, the whole cluster's: the
-    // peers copy into this CTA's stages and arrive on its barriers).
-    if constexpr (kMC > 1) dev::cluster_sync();
-    else __syncthreads();
+    __syncthreads();  // the barriers are initialized
     // The warp index broadcast from lane 0 tells ptxas the branch is
     // warp-uniform; from `tid >> 5` it took the consumers' code after it for
     // divergent and moved every wgmma descriptor through R2UR (16 per stage).
     if (__shfl_sync(0xffffffffu, warp, 0) == kW) {
-      if (lane == 0) produce<NT, kCtas, kSP, kW, kMC>(p, f, smem0, bars, n);
-      __syncwarp();
-      if constexpr (kMC > 1) dev::cluster_sync();  // as the consumers, at the end
+      if (lane == 0) produce(p, f, smem0, bars, n);
       return;
     }
   } else if (tid == 0) {
@@ -389,26 +361,19 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // m * 8 + 4 wg .. + 3.
   const uint32_t wcode = opaque(smem0 + L::kCodeOff + warp * L::kCodes + lane * 16);
   const uint32_t wscale = opaque(smem0 + L::kScaleOff + warp * L::kScales + (t >> 1) * 16 + 2 * g);
-  // kSets A register sets: with one strip per warp, consecutive tiles take
-  // them in turn; with two strips, strip m's (strip 1 is dequantized while
-  // strip 0's group runs and vice versa).
-  uint32_t a[kSets][4][4];
+  // Two A register sets: with one strip per warp, tile u's; with two, strip
+  // m's (strip 1 is dequantized while strip 0's group runs and vice versa).
+  uint32_t a[2][4][4];
   int s = 0, rs = 0;  // slot of stage q, slot of stage q - 2 (refilled at q)
   uint32_t ph = 0, rph = 0;
   // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
   // given back and stage q - 2's refilled.
-  // Stage q (`phase` = q mod 3 with kSets 3, else 0: which A sets its
-  // tiles take): its weights dequantized and its MMAs issued; stage q - 1's
-  // slot given back and (without the producer warp) stage q - 2's refilled.
-  auto run_stage = [&](int q, auto phase) {
-    [[maybe_unused]] constexpr int kPhase = decltype(phase)::value;
+  auto run_stage = [&](int q) {
     dev::mbar_wait_parity(bars + 8 * s, ph);
-    if constexpr (kMode == kRingProbeCopies) {
+    if constexpr (kCopiesOnly) {
       // Probe: the copies alone (the slot is given back as soon as it is full).
-      release(s);
+      if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));
     } else {
-      // Tail stages (kTailPhase) run as the production loop: 2 sets, 1 group in flight.
-      constexpr int kSetsHere = kPhase == kTailPhase ? 2 : kSets, kDepthHere = kPhase == kTailPhase ? 1 : kDepth;
       const uint32_t off = s * L::kStage;
       uint4 wv[kStageTiles][kSP];  // the whole stage's weights first: one shared-memory latency per stage
       uint32_t sc[kStageTiles][kSP];
@@ -423,8 +388,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       for (int u = 0; u < kStageTiles; ++u)
 #pragma unroll
       for (int m = 0; m < kSP; ++m) {
-        const int step = u * kSP + m;  // this stage's commit groups: the tiles of each strip
-        uint32_t(&ab)[4][4] = a[(kPhase == kTailPhase ? step : kPhase * kStageTiles * kSP + step) % kSetsHere];
+        uint32_t(&ab)[4][4] = a[(u * kSP + m) & 1];
         if constexpr (kMode == kRingProbeNoDequant) {
           // Probe: the code words themselves as A (no dequant; wrong sums).
 #pragma unroll
@@ -447,14 +411,14 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
           for (int kk = 0; kk < 4; ++kk)
             dev::wgmma_rs_bf16_tokens<NT>(acc[m], ab[kk], d + ((2 * kk * L::kChunk) >> 4));
           dev::wgmma_commit();
-          // At most kDepth groups pending: the set the next group rewrites is free.
-          dev::wgmma_wait<kDepthHere>();
+          // The previous group is done: its A registers are rewritten next.
+          dev::wgmma_wait<1>();
         }
-        if (step == kDepthHere - 1 && q > 0) {
+        if (u == 0 && m == 0 && q > 0) {
           // Stage q - 1's last group retired: give its slot back. Thread 0 then
           // refills the slot of stage q - 2 (every warp gave it back during
           // stage q - 1, so the wait is short).
-          release(s == 0 ? S - 1 : s - 1);
+          if (lane == 0) dev::mbar_arrive(bars + 8 * (S + (s == 0 ? S - 1 : s - 1)));
           if (!kProd && q >= 2) {
             if (tid == 0 && q - 2 + S < n) {
               dev::mbar_wait_parity(bars + 8 * (S + rs), rph);
@@ -470,7 +434,6 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     }
     if (++s == S) s = 0, ph ^= 1;
   };
-  using Phase0 = std::integral_constant<int, 0>;
   if constexpr (kStreamK && kSP == 1) {
     // One pass per row-block segment [seg0, seg1) of this CTA's units. The
     // accumulators are zeroed (and, in the fix-up, added to) outside the
@@ -479,38 +442,19 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     for (int q = 0, rb = r.u0 / r.stages; q < n; ++rb) {
       const int seg0 = r.u0 + q, seg1 = min(r.u1, (rb + 1) * r.stages);
       zero_accumulators();
-      if constexpr (kSets == 3) {
-        // Tiles take the 3 A sets in turn: stages in threes (phases 0, 1, 2),
-        // the segment's last one or two as phases 0, 1 (the sets continue the
-        // rotation; the next segment starts after every group retired).
-        for (; r.u0 + q + 3 <= seg1; q += 3) {
-          run_stage(q, Phase0{});
-          run_stage(q + 1, std::integral_constant<int, 1>{});
-          run_stage(q + 2, std::integral_constant<int, 2>{});
-        }
-        // The segment's last one or two stages after every group retired, one
-        // group in flight (the rotation of three sets would not pass a loop
-        // exit ptxas can follow: it serialized every wgmma, C7512).
-        dev::wgmma_wait<0>();
-        for (; r.u0 + q < seg1; ++q) run_stage(q, std::integral_constant<int, kTailPhase>{});
-      } else {
-        for (; r.u0 + q < seg1; ++q) run_stage(q, Phase0{});
-      }
+      for (; r.u0 + q < seg1; ++q) run_stage(q);
       dev::wgmma_wait<0>();
 #pragma unroll
       for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
-      flush_segment<NT, kSP, kW, kMC>(p, r, rb, seg0, seg1, acc);
+      flush_segment<NT, kSP, kW>(p, r, rb, seg0, seg1, acc);
     }
-    // No CTA of the cluster leaves while a peer may still arrive on its
-    // barriers (every stage's copies into it completed before its last wait).
-    if constexpr (kMC > 1) dev::cluster_sync();
   } else if constexpr (kStreamK) {
     // Two strips per warp: the segment loop above makes ptxas serialize
     // every wgmma (C7513), so the stage loop stays whole and keeps the
     // per-stage wait (C7517).
     zero_accumulators();
     for (int q = 0, rb = r.u0 / r.stages, seg0 = r.u0; q < n; ++q) {
-      run_stage(q, Phase0{});
+      run_stage(q);
       const int unit = r.u0 + q + 1;
       if (unit % r.stages == 0 || q == n - 1) {  // the row block's segment ends here
         dev::wgmma_wait<0>();
@@ -524,7 +468,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     }
   } else {
     zero_accumulators();
-    for (int q = 0; q < n; ++q) run_stage(q, Phase0{});
+    for (int q = 0; q < n; ++q) run_stage(q);
     dev::wgmma_wait<0>();
 #pragma unroll
     for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
@@ -563,7 +507,7 @@ void encode_weight_maps(Params& p, const Mxfp4DeviceWeight& w, int cta_strips) {
 // stream-K over sm_count() * kCtas CTAs. kW consumer warps, kProd a producer
 // warp (stream-K only).
 template <int NT, bool kBig, int kCtas, int kSP, int kW = kWarps, bool kProd = false,
-          int kMode = kRingProduction, int kMC = 1>
+          int kMode = kRingProduction>
 void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const Scratch& scratch,
                  cudaStream_t stream, int splits) {
   using L = Layout<NT, kCtas, kSP, kW>;
@@ -571,7 +515,7 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
   // splits ptxas serializes the wgmma of the 2-strip loop (C7513), so those
   // are not compiled.
   auto* split_kernel = kSP == 1 && !kProd ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
-  constexpr auto stream_kernel = dense_ws_kernel<NT, kBig, kCtas, true, kSP, kW, kProd, kMode, kMC>;
+  auto* stream_kernel = dense_ws_kernel<NT, kBig, kCtas, true, kSP, kW, kProd, kMode>;
   auto* kernel = splits ? split_kernel : stream_kernel;
   if (!kernel)
     fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp and the producer warp with stream-K only (k_splits 0)");
@@ -591,15 +535,11 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
       if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
   });
   const int blocks = p.N / L::kRowsCta;
-  // kMC > 1: stream-K over whole clusters, at most as many as fit at once.
-  const int units = blocks / kMC * (p.K / kTileK / kStageTiles);
-  const int threads_cta = (kW + kProd) * 32;
-  const int streamk_ctas =
-      kMC == 1 ? streamk_grid(sm_count() * kCtas, units)
-               : cluster_grid<stream_kernel>(kMC, threads_cta, L::kSmem, kMC * streamk_grid(sm_count() * kCtas / kMC, units));
-  const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(streamk_ctas));
-  const dim3 cluster = splits ? dim3(1, unsigned(splits)) : dim3(unsigned(kMC));
-  launch_with(kernel, grid, threads_cta, L::kSmem, stream, LaunchAttrs{true, cluster}, p);
+  const int units = blocks * (p.K / kTileK / kStageTiles);
+  const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits))
+                           : dim3(unsigned(streamk_grid(sm_count() * kCtas, units)));
+  launch_with(kernel, grid, (kW + kProd) * 32, L::kSmem, stream, LaunchAttrs{true, dim3(1, unsigned(splits ? splits : 1))},
+              p);
 }
 
 // The compiled combinations: 3 CTAs per SM and 2 strips per warp up to 32
@@ -609,7 +549,11 @@ template <bool kBig>
 void launch_plan(const Plan& plan, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
                  const Scratch& scratch, cudaStream_t stream) {
   const int s = plan.splits;
-  // A producer warp: 8 consumer warps with 2 CTAs per SM, or 16 with 1.
+  // A producer warp: 8 consumer warps with 2 CTAs per SM, or 16 with 1 (of
+  // one strip each, or two: 512-row CTAs, small scales, up to 32 tokens).
+  if (plan.ring_warps == 16 && plan.strips == 2) {
+    if constexpr (!kBig) return launch_pass<32, false, 1, 2, 16, true>(p, w, x, scratch, stream, s);
+  }
   if (plan.ring_warps == 16) {
     if (p.M <= 16) return launch_pass<16, kBig, 1, 1, 16, true>(p, w, x, scratch, stream, s);
     if (p.M <= 32) return launch_pass<32, kBig, 1, 1, 16, true>(p, w, x, scratch, stream, s);
@@ -638,20 +582,17 @@ void launch_plan(const Plan& plan, const Params& p, const Mxfp4DeviceWeight& w, 
                         : launch_pass<64, kBig, 2, 1>(p, w, x, scratch, stream, s);
 }
 
-// The variants and probes of the producer plans (launch_dense_ws's `mode`),
-// small scales only: 8 consumer warps with 2 CTAs per SM or 16 with 1.
-template <int kMode, int kMC = 1>
-void launch_producer_mode(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
-                          const Scratch& scratch, cudaStream_t stream) {
-  // Two groups in flight at 64 tokens: 3 A sets beside 32 accumulators do
-  // not fit the register budget (ptxas serializes every wgmma, C7512).
-  constexpr bool k64 = kMode != kRingDepth2;
+// The timing probes (launch_dense_ws's `mode`; bench only), small scales: a
+// producer warp beside 8 consumer warps with 2 CTAs per SM or 16 with 1.
+template <int kMode>
+void launch_probe(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+                  const Scratch& scratch, cudaStream_t stream) {
   if (ring_warps == 16) {
-    if (p.M <= 32) return launch_pass<32, false, 1, 1, 16, true, kMode, kMC>(p, w, x, scratch, stream, 0);
-    if constexpr (k64) return launch_pass<64, false, 1, 1, 16, true, kMode, kMC>(p, w, x, scratch, stream, 0);
+    if (p.M <= 32) return launch_pass<32, false, 1, 1, 16, true, kMode>(p, w, x, scratch, stream, 0);
+    return launch_pass<64, false, 1, 1, 16, true, kMode>(p, w, x, scratch, stream, 0);
   }
-  if (p.M <= 32) return launch_pass<32, false, 2, 1, 8, true, kMode, kMC>(p, w, x, scratch, stream, 0);
-  if constexpr (k64) return launch_pass<64, false, 2, 1, 8, true, kMode, kMC>(p, w, x, scratch, stream, 0);
+  if (p.M <= 32) return launch_pass<32, false, 2, 1, 8, true, kMode>(p, w, x, scratch, stream, 0);
+  return launch_pass<64, false, 2, 1, 8, true, kMode>(p, w, x, scratch, stream, 0);
 }
 
 }  // namespace
@@ -662,7 +603,7 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
 
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
-                     int mode, int b_share) {
+                     int mode) {
   if (!dense_ws_supported(w))
     fail_input("mxfp4_gemm: kernel 11 needs N % {} == 0 and K % {} == 0, got [{}, {}]", kRows,
                kStageTiles * kTileK, w.rows, w.cols);
@@ -671,9 +612,17 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     fail_input("mxfp4_gemm: kernel 11 takes k_splits 0 (stream-K), 1, 2, 4 or 8, got {}", k_splits);
   if (ctas_per_sm < 0 || ctas_per_sm > 3)
     fail_input("mxfp4_gemm: kernel 11 takes 1..3 CTAs per SM (batch_tiles), got {}", ctas_per_sm);
-  if (strips_per_cta != 0 && strips_per_cta != kWarps && strips_per_cta != 2 * kWarps)
-    fail_input("mxfp4_gemm: kernel 11 takes {} or {} strips per CTA, got {}", kWarps, 2 * kWarps, strips_per_cta);
-  const int strips = strips_per_cta ? strips_per_cta / kWarps : 1;
+  // 32 strips per CTA: two per warp of 16 consumer warps (with the producer).
+  const bool wide_pairs = strips_per_cta == 4 * kWarps;
+  if (strips_per_cta != 0 && strips_per_cta != kWarps && strips_per_cta != 2 * kWarps && !wide_pairs)
+    fail_input("mxfp4_gemm: kernel 11 takes {}, {} or {} strips per CTA, got {}", kWarps, 2 * kWarps, 4 * kWarps,
+               strips_per_cta);
+  if (wide_pairs && (ring_warps != 2 * kWarps || w.big_scales || k_splits || ctas_per_sm || std::min(M, kMaxTokens) > 32))
+    fail_input("mxfp4_gemm: kernel 11 runs {} strips per CTA as two per warp of {} consumer warps (ring_warps {}), "
+               "small scales, stream-K, up to 32 tokens; got ring_warps {}, big scales {}, k_splits {}, batch_tiles "
+               "{}, {} tokens",
+               4 * kWarps, 2 * kWarps, 2 * kWarps, ring_warps, w.big_scales, k_splits, ctas_per_sm, M);
+  const int strips = wide_pairs ? 2 : strips_per_cta ? strips_per_cta / kWarps : 1;
   if (w.rows % (kRows * strips))
     fail_input("mxfp4_gemm: kernel 11 with {} strips per CTA needs N % {} == 0, got {}", strips_per_cta,
                kRows * strips, w.rows);
@@ -690,29 +639,19 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     fail_input("mxfp4_gemm: kernel 11 fits 3 CTAs per SM up to 32 tokens, got {}", M);
   if (ring_warps != 0 && ring_warps != kWarps && ring_warps != 2 * kWarps)
     fail_input("mxfp4_gemm: kernel 11 takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps, ring_warps);
-  if (ring_warps && (k_splits != 0 || ctas_per_sm != 0 || strips_per_cta != 0))
+  if (ring_warps && (k_splits != 0 || ctas_per_sm != 0 || (strips_per_cta != 0 && !wide_pairs)))
     fail_input("mxfp4_gemm: kernel 11 with a producer warp (ring_warps {}) runs stream-K, one strip per warp, "
                "its own CTAs per SM: k_splits, batch_tiles and strips_per_cta must be 0, got {}, {}, {}",
                ring_warps, k_splits, ctas_per_sm, strips_per_cta);
-  if (ring_warps == 2 * kWarps && w.rows % (2 * kRows))
-    fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps needs N % {} == 0, got {}", 2 * kRows, w.rows);
-  if (mode < kRingProduction || mode > kRingProbeCopies)
-    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingProbeCopies), mode);
-  if (mode == kRingDepth2 && M > 32)
-    fail_input("mxfp4_gemm: kernel 11 keeps two wgmma groups in flight up to 32 tokens, got {}", M);
-  if (b_share != 1 && b_share != 2 && b_share != 4)
-    fail_input("mxfp4_gemm: kernel 11 shares B among 1, 2 or 4 CTAs, got {}", b_share);
-  if (b_share > 1 && (!ring_warps || w.big_scales || M <= 16 || mode == kRingProbeNoMma || mode == kRingProbeNoDequant))
-    fail_input("mxfp4_gemm: kernel 11 shares B by multicast with a producer warp (ring_warps 8 or 16), small "
-               "scales, 17..64 tokens a pass, modes 0, 1 or 4; got ring_warps {}, big scales {}, {} tokens, mode {}",
-               ring_warps, w.big_scales, M, mode);
-  if (b_share > 1 && w.rows % (int64_t(ring_warps) * kStripRows * b_share))
-    fail_input("mxfp4_gemm: kernel 11 with B shared by {} CTAs of {} rows needs N % {} == 0, got {}", b_share,
-               ring_warps * kStripRows, ring_warps * kStripRows * b_share, w.rows);
-  if (mode != kRingProduction && (!ring_warps || w.big_scales || M <= 16))
-    fail_input("mxfp4_gemm: kernel 11's mode {} runs with a producer warp (ring_warps 8 or 16), small scales, "
-               "17..64 tokens a pass; got ring_warps {}, big scales {}, {} tokens",
-               mode, ring_warps, w.big_scales, M);
+  if (ring_warps == 2 * kWarps && w.rows % (2 * kRows * strips))
+    fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps of {} strips needs N % {} == 0, got {}", strips,
+               2 * kRows * strips, w.rows);
+  if (mode < kRingProduction || mode > kRingProbeBOnly)
+    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingProbeBOnly), mode);
+  if (mode != kRingProduction && (!ring_warps || w.big_scales || strips != 1))
+    fail_input("mxfp4_gemm: kernel 11's probes run with a producer warp (ring_warps 8 or 16), one strip per warp, "
+               "small scales; got ring_warps {}, {} strips per warp, big scales {}",
+               ring_warps, strips, w.big_scales);
   Params p;
   Scratch scratch;
   // Scratch: the permuted x of one pass (64 token rows at most), then the
@@ -734,17 +673,11 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips, ring_warps};
     if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_ring_plan(blocks, stages, p.M, sms);
     const int rw = plan.ring_warps;
-    if (b_share == 2 && mode == kRingProduction) launch_producer_mode<kRingProduction, 2>(rw, p, w, xs, scratch, stream);
-    else if (b_share == 2 && mode == kRingDepth2) launch_producer_mode<kRingDepth2, 2>(rw, p, w, xs, scratch, stream);
-    else if (b_share == 2) launch_producer_mode<kRingProbeCopies, 2>(rw, p, w, xs, scratch, stream);
-    else if (b_share == 4 && mode == kRingProduction) launch_producer_mode<kRingProduction, 4>(rw, p, w, xs, scratch, stream);
-    else if (b_share == 4 && mode == kRingDepth2) launch_producer_mode<kRingDepth2, 4>(rw, p, w, xs, scratch, stream);
-    else if (b_share == 4) launch_producer_mode<kRingProbeCopies, 4>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingDepth2) launch_producer_mode<kRingDepth2>(plan.ring_warps, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeNoMma) launch_producer_mode<kRingProbeNoMma>(plan.ring_warps, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeNoDequant)
-      launch_producer_mode<kRingProbeNoDequant>(plan.ring_warps, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeCopies) launch_producer_mode<kRingProbeCopies>(plan.ring_warps, p, w, xs, scratch, stream);
+    if (mode == kRingProbeNoMma) launch_probe<kRingProbeNoMma>(rw, p, w, xs, scratch, stream);
+    else if (mode == kRingProbeNoDequant) launch_probe<kRingProbeNoDequant>(rw, p, w, xs, scratch, stream);
+    else if (mode == kRingProbeCopies) launch_probe<kRingProbeCopies>(rw, p, w, xs, scratch, stream);
+    else if (mode == kRingProbeWeightsOnly) launch_probe<kRingProbeWeightsOnly>(rw, p, w, xs, scratch, stream);
+    else if (mode == kRingProbeBOnly) launch_probe<kRingProbeBOnly>(rw, p, w, xs, scratch, stream);
     else if (w.big_scales) launch_plan<true>(plan, p, w, xs, scratch, stream);
     else launch_plan<false>(plan, p, w, xs, scratch, stream);
   }

@@ -20,28 +20,26 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w);
 // (two per warp, N % 256 == 0, up to 32 tokens, at most 2 CTAs per SM);
 // ring_warps: 8 (2 CTAs per SM) or 16 (1 CTA per SM, N % 256 == 0) consumer
 // warps of one strip each plus a producer warp that fills the ring, stream-K
-// (the other three 0), or 0 = thread 0 refills the ring; all four 0 = chosen
-// from the shape.
-// mode (with a producer warp, small scales, 17..64 tokens a pass): the
-// production loop, one more wgmma group in flight (kRingDepth2), or a timing
-// probe that skips part of the work and leaves y wrong (bench only: where the
-// time goes).
-// b_share (with a producer warp, small scales, 17..64 tokens, modes 0, 1, 4):
-// CTAs of a cluster on adjacent row blocks that share each B stage, read from
-// L2 once and multicast to all (1 = every CTA reads its own).
+// (k_splits and ctas_per_sm 0, strips_per_cta 0, or 32 with 16 consumer
+// warps: two strips per warp, N % 512 == 0, up to 32 tokens, small scales),
+// or 0 = thread 0 refills the ring; all four 0 = chosen from the shape.
+// mode (with a producer warp, one strip per warp, small scales): the kernel,
+// or a timing probe that leaves out part of the work and leaves y wrong
+// (bench only: where the time goes).
 // Each pass first writes x in the MMA's layout into the stream's scratch
 // (streamk_workspace). False, with nothing launched, when that scratch is
 // too small and cannot grow (the stream is being captured): the caller then
 // runs another kernel.
 enum DenseRingMode : int {
-  kRingProduction = 0,      // dequant, 4 wgmma per tile, one group in flight (2 A register sets)
-  kRingDepth2 = 1,          // two groups in flight (3 A register sets)
-  kRingProbeNoMma = 2,      // probe: loads and dequant, no wgmma
-  kRingProbeNoDequant = 3,  // probe: loads and wgmma on the code words, no dequant
-  kRingProbeCopies = 4,     // probe: the ring's copies alone
+  kRingProduction = 0,
+  kRingProbeNoMma = 1,        // loads and dequant, no wgmma
+  kRingProbeNoDequant = 2,    // loads and wgmma on the code words, no dequant
+  kRingProbeCopies = 3,       // the ring's copies alone (weights and B)
+  kRingProbeWeightsOnly = 4,  // the weights' copies alone
+  kRingProbeBOnly = 5,        // B's copies alone
 };
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
-                     int mode = kRingProduction, int b_share = 1);
+                     int mode = kRingProduction);
 
 }  // namespace mx::cuda
