@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/mxfp4_gemm_ws.h"
 #include "cuda/mxfp4_kernels.h"
 #include "device_buffer.h"
 #include "moe_weights.h"
@@ -72,15 +73,38 @@ void profile_run(cudaStream_t s, SeedFn next_seed) {
 
 // --profile --dense: 36864 x 7168 and 7168 x 18432 at M = 32 and 64, two
 // launches each of the ring kernel 11 (auto plan, then a producer warp with 8
-// and with 16 consumer warps), for `ncu --clock-control none -k regex:dense_ws`.
+// and with 16 consumer warps); at M = 32 its timing probes (the copies alone,
+// the weights' alone, B's alone; launch_dense_ws's modes) with 16 consumer
+// warps (36864 x 7168) or 8 (7168 x 18432), and the strip kernel 8 at M = 8
+// (the decode loads, for its DRAM traffic beside the ring's), for
+// `ncu --clock-control none -k regex:dense`.
 void profile_dense_run(cudaStream_t s, SeedFn next_seed) {
-  auto ring_variants = [](int) {
-    std::vector<GemmConfig> v(3);
-    for (int i = 0; i < 3; ++i) v[i].kernel = 11, v[i].ring_warps = 8 * i;
+  auto ring_variants = [](int M) {
+    std::vector<GemmConfig> v(M == 8 ? 1 : 3);
+    if (M == 8) v[0].kernel = 8;
+    else
+      for (int i = 0; i < 3; ++i) v[i].kernel = 11, v[i].ring_warps = 8 * i;
     return v;
   };
-  profile_gemm({"dense_gate_up", 36864, 7168}, {32, 64}, ring_variants, s, next_seed);
-  profile_gemm({"dense_down", 7168, 18432}, {32, 64}, ring_variants, s, next_seed);
+  profile_gemm({"dense_gate_up", 36864, 7168}, {8, 32, 64}, ring_variants, s, next_seed);
+  profile_gemm({"dense_down", 7168, 18432}, {8, 32, 64}, ring_variants, s, next_seed);
+  for (const ProfileShape& sh : {ProfileShape{"dense_gate_up", 36864, 7168}, ProfileShape{"dense_down", 7168, 18432}}) {
+    const int N = sh.N, K = sh.K, M = 32, ring = N % 256 == 0 && N >= 256 * 132 ? 16 : 8;
+    DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
+    fill_random_bytes(c.p, c.n, next_seed(), s);
+    fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);
+    pack_mxfp4_device(c.p, sc.p, N, K, nullptr, pc.p, ps.p, s);
+    Mxfp4DeviceWeight w;
+    w.codes = pc.p, w.scales = ps.p, w.rows = N, w.cols = K;
+    DeviceBuffer<uint16_t> x(size_t(M) * K), y(size_t(M) * N);
+    fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
+    for (int mode : {kRingProbeCopies, kRingProbeWeightsOnly, kRingProbeBOnly}) {
+      for (int i = 0; i < 2; ++i) launch_dense_ws(w, x.p, M, y.p, s, 0, 0, 0, ring, mode);
+      CK(cudaStreamSynchronize(s));
+      std::printf("profile: %s %dx%d M=%d kernel 11 ring_warps %d probe mode %d launched twice\n", sh.name, N, K, M,
+                  ring, mode);
+    }
+  }
 }
 
 // --profile --moe-decode: the fused MoE at 1 token (8 distinct experts), two

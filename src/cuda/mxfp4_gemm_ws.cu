@@ -98,10 +98,14 @@ struct Layout {
 // xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
 // row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
 // bytes in, its 32 words put in MMA order in registers, 8 x 16 bytes out.
+// Launched with PDL behind the previous GEMM (Params::chain): it waits for
+// that kernel (the producer of x, or the GEMM still reading xp) before reading
+// or writing anything.
 template <int NT>
 __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restrict__ x,
                                                         uint4* __restrict__ xp, int M, int K) {
   dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
+  dev::griddep_wait();
   const int id = blockIdx.x * 256 + threadIdx.x, n = id % NT, j = id / NT;
   if (j >= K / kTileK) return;
   uint32_t out[32] = {};
@@ -120,6 +124,11 @@ struct Params {
   float* partials;     // stream-K: [CTA][2 slots][warp][lane][NT / 2]
   int* counters;       // stream-K: [row block][warp] arrivals, zero between launches
   int M, N, K;
+  // Let the next kernel of the stream launch at this one's start (PDL): the
+  // next pass's permutation waits there for this GEMM to finish, and the next
+  // GEMM's CTAs take the SMs this one leaves and start their weight copies
+  // while its last CTAs drain (as the strip kernels' launches overlap).
+  bool chain;
 };
 
 // Hides how v was computed, so that ptxas keeps it in a register instead of
@@ -317,6 +326,10 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     r.u1 = blockIdx.x * r.stages + (split + 1) * r.stages / splits;
   }
   const int n = r.u1 - r.u0;  // stages this CTA runs
+  // Safe: a dependent reads nothing of ours before its griddepcontrol.wait
+  // (LaunchAttrs), and the next GEMM's consumers touch y and the scratch only
+  // after their producer's wait, behind the next permutation, behind us.
+  if (p.chain) dev::griddep_launch_dependents();
   const uint32_t smem0 = dev::smem_addr(smem);
   const uint32_t bars = smem0 + L::kRing;  // full[S], then empty[S]
   Filler<NT, kCtas, kSP, kW, kMode> f;
@@ -523,9 +536,8 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
   // kernel's stage would leave its barriers waiting for bytes that never come.
   encode_weight_maps(p, w, L::kStrips);
   const int threads = NT * (p.K / kTileK);
-  permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
-      x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
-  MX_CUDA_CHECK(cudaGetLastError());
+  launch_with(permute_x_kernel<NT>, dim3(unsigned((threads + 255) / 256)), 256, 0, stream, LaunchAttrs{p.chain},
+              x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
   p.xp = scratch.xp;
   p.partials = scratch.partials;
   p.counters = scratch.counters;
@@ -603,7 +615,7 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
 
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
-                     int mode) {
+                     int mode, bool chain) {
   if (!dense_ws_supported(w))
     fail_input("mxfp4_gemm: kernel 11 needs N % {} == 0 and K % {} == 0, got [{}, {}]", kRows,
                kStageTiles * kTileK, w.rows, w.cols);
@@ -665,6 +677,7 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   scratch.counters = ws.counters;
   p.N = int(w.rows);
   p.K = int(w.cols);
+  p.chain = chain;
   for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
     p.M = std::min(kMaxTokens, M - m0);
     p.y = y + size_t(m0) * w.rows;
