@@ -147,6 +147,9 @@ struct Range {
 
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
+// Modes whose ring waits use test_wait (never suspend the thread).
+constexpr bool ring_spins(int mode) { return mode == kRingProbeCopiesSpin || mode == kRingSpinWaits; }
+
 // kMode: the production copies, or a probe's (weights only, B only).
 template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction>
 struct Filler {
@@ -279,7 +282,7 @@ __device__ __forceinline__ void cluster_epilogue(const Params& p, uint8_t* smem,
 // stage q - S as soon as every consumer warp gave that slot back. Unlike
 // thread 0 of a consumer warp it waits for nothing but the ring, so the ring
 // runs S - 1 stages ahead of the slowest warp.
-template <class F>
+template <int kMode, class F>
 __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, uint32_t bars, int n) {
   constexpr int S = F::L::kStages;
   F w = f;
@@ -289,7 +292,8 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
   int slot = 0;
   uint32_t parity = 0;
   for (int q = S; q < n; ++q, f.next()) {
-    dev::mbar_wait_parity(bars + 8 * (S + slot), parity);
+    if constexpr (ring_spins(kMode)) dev::mbar_spin_parity(bars + 8 * (S + slot), parity);
+    else dev::mbar_wait_parity(bars + 8 * (S + slot), parity);
     f.weights(p, smem0, bars, slot);
     f.acts(p, smem0, bars, slot);
     if (++slot == S) slot = 0, parity ^= 1;
@@ -308,8 +312,9 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
   static_assert(kMode == kRingProduction || (kProd && kSP == 1), "the probes run with the producer, one strip per warp");
   // The probes whose consumers only wait for each stage and give it back.
-  constexpr bool kCopiesOnly =
-      kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly || kMode == kRingProbeBOnly;
+  constexpr bool kCopiesOnly = kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly ||
+                               kMode == kRingProbeBOnly || kMode == kRingProbeCopiesSpin;
+  constexpr bool kSpin = ring_spins(kMode);
   using L = Layout<NT, kCtas, kSP, kW>;
   constexpr int S = L::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -349,7 +354,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     // warp-uniform; from `tid >> 5` it took the consumers' code after it for
     // divergent and moved every wgmma descriptor through R2UR (16 per stage).
     if (__shfl_sync(0xffffffffu, warp, 0) == kW) {
-      if (lane == 0) produce(p, f, smem0, bars, n);
+      if (lane == 0) produce<kMode>(p, f, smem0, bars, n);
       return;
     }
   } else if (tid == 0) {
@@ -382,7 +387,8 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
   // given back and stage q - 2's refilled.
   auto run_stage = [&](int q) {
-    dev::mbar_wait_parity(bars + 8 * s, ph);
+    if constexpr (kSpin) dev::mbar_spin_parity(bars + 8 * s, ph);
+    else dev::mbar_wait_parity(bars + 8 * s, ph);
     if constexpr (kCopiesOnly) {
       // Probe: the copies alone (the slot is given back as soon as it is full).
       if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));
@@ -658,8 +664,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   if (ring_warps == 2 * kWarps && w.rows % (2 * kRows * strips))
     fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps of {} strips needs N % {} == 0, got {}", strips,
                2 * kRows * strips, w.rows);
-  if (mode < kRingProduction || mode > kRingProbeBOnly)
-    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingProbeBOnly), mode);
+  if (mode < kRingProduction || mode > kRingSpinWaits)
+    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingSpinWaits), mode);
   if (mode != kRingProduction && (!ring_warps || w.big_scales || strips != 1))
     fail_input("mxfp4_gemm: kernel 11's probes run with a producer warp (ring_warps 8 or 16), one strip per warp, "
                "small scales; got ring_warps {}, {} strips per warp, big scales {}",
@@ -691,6 +697,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     else if (mode == kRingProbeCopies) launch_probe<kRingProbeCopies>(rw, p, w, xs, scratch, stream);
     else if (mode == kRingProbeWeightsOnly) launch_probe<kRingProbeWeightsOnly>(rw, p, w, xs, scratch, stream);
     else if (mode == kRingProbeBOnly) launch_probe<kRingProbeBOnly>(rw, p, w, xs, scratch, stream);
+    else if (mode == kRingProbeCopiesSpin) launch_probe<kRingProbeCopiesSpin>(rw, p, w, xs, scratch, stream);
+    else if (mode == kRingSpinWaits) launch_probe<kRingSpinWaits>(rw, p, w, xs, scratch, stream);
     else if (w.big_scales) launch_plan<true>(plan, p, w, xs, scratch, stream);
     else launch_plan<false>(plan, p, w, xs, scratch, stream);
   }

@@ -40,6 +40,8 @@ enum DenseRingMode : int {
   kRingProbeCopies = 3,       // the ring's copies alone (weights and B)
   kRingProbeWeightsOnly = 4,  // the weights' copies alone
   kRingProbeBOnly = 5,        // B's copies alone
+  kRingProbeCopiesSpin = 6,   // the copies alone, every ring wait with test_wait (never suspends)
+  kRingSpinWaits = 7,         // the kernel with every ring wait on test_wait (right sums)
 };
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
