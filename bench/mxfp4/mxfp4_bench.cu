@@ -395,10 +395,9 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         // serves twice the weight rows), up to 32 tokens.
         if (!big_scales && M > 16 && M <= 32 && N % 512 == 0) variants.push_back({11, 0, 32, 0, 16});
         // The timing probes (where the time goes): no MMA, no dequant, the
-        // copies alone, the weights' copies alone, B's copies alone, the
-        // copies alone with test_wait; and the kernel with test_wait.
+        // copies alone, the weights' copies alone, B's copies alone.
         if (!big_scales && M > 16)
-          for (int mode = kRingProbeNoMma; mode <= kRingSpinWaits; ++mode)
+          for (int mode = kRingProbeNoMma; mode <= kRingProbeBOnly; ++mode)
             for (int ring : {8, 16})
               if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring, 0, 0, mode});
       } else if (!a4 && !big_scales) {
@@ -447,8 +446,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.us = us;
         r.rel_err = err.rel;
         r.nan_count = err.nan;
-        // The probes' sums are wrong by design: timed, not checked.
-        if (mode && mode != kRingSpinWaits) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;
+        if (mode) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;  // wrong sums by design: timed, not checked
         if (kernel == 0 && pdl < 0) r.note = "auto without PDL or prefetch, events";
         else if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
@@ -471,8 +469,6 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                     : mode == kRingProbeCopies      ? " PROBE copies only"
                     : mode == kRingProbeWeightsOnly ? " PROBE weight copies only"
                     : mode == kRingProbeBOnly       ? " PROBE B copies only"
-                    : mode == kRingProbeCopiesSpin  ? " PROBE copies only, test_wait"
-                    : mode == kRingSpinWaits        ? " ring waits on test_wait"
                                                     : "");
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);

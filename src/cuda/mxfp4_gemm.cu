@@ -397,7 +397,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (c.kernel == 7) return launch_dense_wgmma(w, x, M, y, stream, config.k_splits);
   if (c.kernel == 11) {
     if (launch_dense_ws(w, x, M, y, stream, config.k_splits, config.batch_tiles, config.strips_per_cta,
-                        config.ring_warps, kRingProduction, /*chain=*/config.pdl >= 0))
+                        config.ring_warps))
       return;
     // Inside a capture before this stream's scratch was big enough: the
     // wgmma kernel of before (or the strip kernel) instead.

@@ -98,14 +98,10 @@ struct Layout {
 // xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
 // row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
 // bytes in, its 32 words put in MMA order in registers, 8 x 16 bytes out.
-// Launched with PDL behind the previous GEMM (Params::chain): it waits for
-// that kernel (the producer of x, or the GEMM still reading xp) before reading
-// or writing anything.
 template <int NT>
 __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restrict__ x,
                                                         uint4* __restrict__ xp, int M, int K) {
   dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
-  dev::griddep_wait();
   const int id = blockIdx.x * 256 + threadIdx.x, n = id % NT, j = id / NT;
   if (j >= K / kTileK) return;
   uint32_t out[32] = {};
@@ -124,11 +120,6 @@ struct Params {
   float* partials;     // stream-K: [CTA][2 slots][warp][lane][NT / 2]
   int* counters;       // stream-K: [row block][warp] arrivals, zero between launches
   int M, N, K;
-  // Let the next kernel of the stream launch at this one's start (PDL): the
-  // next pass's permutation waits there for this GEMM to finish, and the next
-  // GEMM's CTAs take the SMs this one leaves and start their weight copies
-  // while its last CTAs drain (as the strip kernels' launches overlap).
-  bool chain;
 };
 
 // Hides how v was computed, so that ptxas keeps it in a register instead of
@@ -147,9 +138,6 @@ struct Range {
 
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
-// Modes whose ring waits use test_wait (never suspend the thread).
-constexpr bool ring_spins(int mode) { return mode == kRingProbeCopiesSpin || mode == kRingSpinWaits; }
-
 // kMode: the production copies, or a probe's (weights only, B only).
 template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction>
 struct Filler {
@@ -282,7 +270,7 @@ __device__ __forceinline__ void cluster_epilogue(const Params& p, uint8_t* smem,
 // stage q - S as soon as every consumer warp gave that slot back. Unlike
 // thread 0 of a consumer warp it waits for nothing but the ring, so the ring
 // runs S - 1 stages ahead of the slowest warp.
-template <int kMode, class F>
+template <class F>
 __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, uint32_t bars, int n) {
   constexpr int S = F::L::kStages;
   F w = f;
@@ -292,8 +280,7 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
   int slot = 0;
   uint32_t parity = 0;
   for (int q = S; q < n; ++q, f.next()) {
-    if constexpr (ring_spins(kMode)) dev::mbar_spin_parity(bars + 8 * (S + slot), parity);
-    else dev::mbar_wait_parity(bars + 8 * (S + slot), parity);
+    dev::mbar_wait_parity(bars + 8 * (S + slot), parity);
     f.weights(p, smem0, bars, slot);
     f.acts(p, smem0, bars, slot);
     if (++slot == S) slot = 0, parity ^= 1;
@@ -312,9 +299,8 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
   static_assert(kMode == kRingProduction || (kProd && kSP == 1), "the probes run with the producer, one strip per warp");
   // The probes whose consumers only wait for each stage and give it back.
-  constexpr bool kCopiesOnly = kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly ||
-                               kMode == kRingProbeBOnly || kMode == kRingProbeCopiesSpin;
-  constexpr bool kSpin = ring_spins(kMode);
+  constexpr bool kCopiesOnly =
+      kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly || kMode == kRingProbeBOnly;
   using L = Layout<NT, kCtas, kSP, kW>;
   constexpr int S = L::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -331,10 +317,6 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     r.u1 = blockIdx.x * r.stages + (split + 1) * r.stages / splits;
   }
   const int n = r.u1 - r.u0;  // stages this CTA runs
-  // Safe: a dependent reads nothing of ours before its griddepcontrol.wait
-  // (LaunchAttrs), and the next GEMM's consumers touch y and the scratch only
-  // after their producer's wait, behind the next permutation, behind us.
-  if (p.chain) dev::griddep_launch_dependents();
   const uint32_t smem0 = dev::smem_addr(smem);
   const uint32_t bars = smem0 + L::kRing;  // full[S], then empty[S]
   Filler<NT, kCtas, kSP, kW, kMode> f;
@@ -354,7 +336,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     // warp-uniform; from `tid >> 5` it took the consumers' code after it for
     // divergent and moved every wgmma descriptor through R2UR (16 per stage).
     if (__shfl_sync(0xffffffffu, warp, 0) == kW) {
-      if (lane == 0) produce<kMode>(p, f, smem0, bars, n);
+      if (lane == 0) produce(p, f, smem0, bars, n);
       return;
     }
   } else if (tid == 0) {
@@ -387,8 +369,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
   // given back and stage q - 2's refilled.
   auto run_stage = [&](int q) {
-    if constexpr (kSpin) dev::mbar_spin_parity(bars + 8 * s, ph);
-    else dev::mbar_wait_parity(bars + 8 * s, ph);
+    dev::mbar_wait_parity(bars + 8 * s, ph);
     if constexpr (kCopiesOnly) {
       // Probe: the copies alone (the slot is given back as soon as it is full).
       if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));
@@ -542,8 +523,9 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
   // kernel's stage would leave its barriers waiting for bytes that never come.
   encode_weight_maps(p, w, L::kStrips);
   const int threads = NT * (p.K / kTileK);
-  launch_with(permute_x_kernel<NT>, dim3(unsigned((threads + 255) / 256)), 256, 0, stream, LaunchAttrs{p.chain},
-              x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
+  permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
+      x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
+  MX_CUDA_CHECK(cudaGetLastError());
   p.xp = scratch.xp;
   p.partials = scratch.partials;
   p.counters = scratch.counters;
@@ -621,7 +603,7 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
 
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
-                     int mode, bool chain) {
+                     int mode) {
   if (!dense_ws_supported(w))
     fail_input("mxfp4_gemm: kernel 11 needs N % {} == 0 and K % {} == 0, got [{}, {}]", kRows,
                kStageTiles * kTileK, w.rows, w.cols);
@@ -664,8 +646,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   if (ring_warps == 2 * kWarps && w.rows % (2 * kRows * strips))
     fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps of {} strips needs N % {} == 0, got {}", strips,
                2 * kRows * strips, w.rows);
-  if (mode < kRingProduction || mode > kRingSpinWaits)
-    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingSpinWaits), mode);
+  if (mode < kRingProduction || mode > kRingProbeBOnly)
+    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingProbeBOnly), mode);
   if (mode != kRingProduction && (!ring_warps || w.big_scales || strips != 1))
     fail_input("mxfp4_gemm: kernel 11's probes run with a producer warp (ring_warps 8 or 16), one strip per warp, "
                "small scales; got ring_warps {}, {} strips per warp, big scales {}",
@@ -683,7 +665,6 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   scratch.counters = ws.counters;
   p.N = int(w.rows);
   p.K = int(w.cols);
-  p.chain = chain;
   for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
     p.M = std::min(kMaxTokens, M - m0);
     p.y = y + size_t(m0) * w.rows;
@@ -697,8 +678,6 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     else if (mode == kRingProbeCopies) launch_probe<kRingProbeCopies>(rw, p, w, xs, scratch, stream);
     else if (mode == kRingProbeWeightsOnly) launch_probe<kRingProbeWeightsOnly>(rw, p, w, xs, scratch, stream);
     else if (mode == kRingProbeBOnly) launch_probe<kRingProbeBOnly>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeCopiesSpin) launch_probe<kRingProbeCopiesSpin>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingSpinWaits) launch_probe<kRingSpinWaits>(rw, p, w, xs, scratch, stream);
     else if (w.big_scales) launch_plan<true>(plan, p, w, xs, scratch, stream);
     else launch_plan<false>(plan, p, w, xs, scratch, stream);
   }

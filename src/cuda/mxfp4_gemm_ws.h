@@ -25,10 +25,7 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w);
 // or 0 = thread 0 refills the ring; all four 0 = chosen from the shape.
 // mode (with a producer warp, one strip per warp, small scales): the kernel,
 // or a timing probe that leaves out part of the work and leaves y wrong
-// (bench only: where the time goes). chain: each pass's permutation of x
-// launched with PDL behind the previous kernel and the GEMM letting the next
-// kernel launch at its start (false: the permutation waits for the previous
-// kernel in stream order; GemmConfig::pdl -1).
+// (bench only: where the time goes).
 // Each pass first writes x in the MMA's layout into the stream's scratch
 // (streamk_workspace). False, with nothing launched, when that scratch is
 // too small and cannot grow (the stream is being captured): the caller then
@@ -40,11 +37,9 @@ enum DenseRingMode : int {
   kRingProbeCopies = 3,       // the ring's copies alone (weights and B)
   kRingProbeWeightsOnly = 4,  // the weights' copies alone
   kRingProbeBOnly = 5,        // B's copies alone
-  kRingProbeCopiesSpin = 6,   // the copies alone, every ring wait with test_wait (never suspends)
-  kRingSpinWaits = 7,         // the kernel with every ring wait on test_wait (right sums)
 };
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
-                     int mode = kRingProduction, bool chain = true);
+                     int mode = kRingProduction);
 
 }  // namespace mx::cuda

@@ -69,10 +69,7 @@ struct Mxfp4DeviceWeight {
 // 1 CTA per SM sharing each activation stage over 256 rows, N % 256 == 0); the
 // other three fields must then be 0, or strips_per_cta 32 with ring_warps 16
 // (two strips per consumer warp, 512-row CTAs, N % 512 == 0, up to 32 tokens,
-// small scales). pdl -1: each pass's permutation of x waits for the previous
-// kernel in stream order, and the GEMM lets nothing launch early (else the
-// permutation is launched with PDL and the GEMM lets the next kernel launch at
-// its start; the GEMM always starts its weight copies during the permutation).
+// small scales; measured slower, session 21).
 // Kernel 12: batch_tiles = K tiles in flight (2 or 3; 0 = 2); k_slices as
 // kernel 9 from 9 tokens.
 // Up to 16 tokens, strip kernels 1, 2, 5, 6, 9 and 12 are launched with
