@@ -397,9 +397,9 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         // The timing probes (where the time goes): no MMA, no dequant, the
         // copies alone, the weights' copies alone, B's copies alone.
         if (!big_scales && M > 16)
-          for (int mode = kRingProbeNoMma; mode <= kRingProbeBOnly; ++mode)
+          for (int probe = kRingProbeNoMma; probe <= kRingProbeBOnly; ++probe)
             for (int ring : {8, 16})
-              if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring, 0, 0, mode});
+              if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring, 0, 0, probe});
       } else if (!a4 && !big_scales) {
         if (M <= 16 && !g_decode) variants.insert(variants.end(), {{1, 16, 0}, {2, 0, 0}});
         else if (M <= 16) variants.push_back({1, 0, 0});

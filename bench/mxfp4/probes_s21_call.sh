@@ -15,7 +15,8 @@ mkdir -p "$out"
 tail -32 "$out/issue8.txt"
 tail -4 "$out/gpu_all.txt"
 # The 32 / 64-token rows of kernel 11's producer plans and probes at the two large shapes, then the
-# graph rows (auto: the launches chained under PDL; "no PDL": GemmConfig::pdl -1, as before session 21).
+# graph rows (in call 5, at d7f8ca4, "auto" ran kernel 11's launches chained under PDL and "no PDL" without;
+# the chain was reverted in fee7be4).
 grep -h 'producer\|PROBE\|ws ring auto' "$out/issue8/dense.log" | grep '36864x7168\|7168x18432' |
   grep '| 32 \|| 64 ' | grep -v bigscale | cut -d'|' -f3,4,6,8,11,12
 grep -h 'CUDA graph' "$out/issue8/dense.log" | grep '36864x7168\|7168x18432' | grep '| 32 \|| 64 ' |

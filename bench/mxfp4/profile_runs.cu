@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device_info.h"
 #include "cuda/mxfp4_gemm_ws.h"
 #include "cuda/mxfp4_kernels.h"
 #include "device_buffer.h"
@@ -89,7 +90,8 @@ void profile_dense_run(cudaStream_t s, SeedFn next_seed) {
   profile_gemm({"dense_gate_up", 36864, 7168}, {8, 32, 64}, ring_variants, s, next_seed);
   profile_gemm({"dense_down", 7168, 18432}, {8, 32, 64}, ring_variants, s, next_seed);
   for (const ProfileShape& sh : {ProfileShape{"dense_gate_up", 36864, 7168}, ProfileShape{"dense_down", 7168, 18432}}) {
-    const int N = sh.N, K = sh.K, M = 32, ring = N % 256 == 0 && N >= 256 * 132 ? 16 : 8;
+    // The automatic plan's consumer warps (choose_ring_plan): 16 with a 256-row block per SM.
+    const int N = sh.N, K = sh.K, M = 32, ring = N % 256 == 0 && N / 256 >= sm_count() ? 16 : 8;
     DeviceBuffer<uint8_t> c(size_t(N) * K / 2), sc(size_t(N) * K / 32), pc(c.n), ps(sc.n);
     fill_random_bytes(c.p, c.n, next_seed(), s);
     fill_random_scales(sc.p, sc.n, next_seed(), 118, 123, s);

@@ -14,7 +14,8 @@
 //     weight copies go out while the permutation runs.
 //   * CTA = 2 warpgroups = 8 warps = 8 strips = 128 weight rows, or (with a
 //     producer warp, stream-K only) 4 warpgroups = 16 strips = 256 rows, or
-//     16 strips as two per warp (measured slower, selectable). The work is
+//     16 strips as two per warp of 8, or 32 as two per warp of 16 beside the
+//     producer (512 rows; both measured slower, selectable). The work is
 //     the (row block, stage) sequence: stream-K gives each of the resident
 //     CTAs an equal range of it (row blocks cut between CTAs are summed
 //     through FP32 partials in the scratch by the last warp to arrive); K
@@ -117,7 +118,7 @@ struct Params {
   CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box = the CTA's strips x 64 B
   const uint8_t* xp;   // permuted x, NT x 128 bytes per K tile
   uint16_t* y;
-  float* partials;     // stream-K: [CTA][2 slots][warp][lane][NT / 2]
+  float* partials;     // stream-K: [CTA][2 slots][warp][lane][kSP x NT / 2]
   int* counters;       // stream-K: [row block][warp] arrivals, zero between launches
   int M, N, K;
 };
@@ -290,8 +291,9 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
 // kStreamK: grid of resident CTAs, each an equal range of units (row blocks
 // cut anywhere, partials through Params::partials); else grid (row blocks,
 // K splits), clusters of the splits. kW consumer warps; kProd: one more warp
-// fills the ring (stream-K, one strip per warp), else thread 0 refills it
-// between its own MMAs.
+// fills the ring (stream-K; one strip per warp, or two with 16 consumer
+// warps), else thread 0 refills it between its own MMAs. kMode: the kernel or
+// a timing probe (DenseRingMode).
 template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP, int kW = kWarps, bool kProd = false,
           int kMode = kRingProduction>
 __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
@@ -357,8 +359,8 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       for (int i = 0; i < NT / 2; ++i) acc[m][i] = 0.f;
   };
   const uint64_t desc0 = dev::kmajor_b_desc(smem0, L::kChunk);  // one chunk of NT rows between K chunks
-  // Strip m * 8 + warp of the row block: warpgroup wg's m64 tile m is strips
-  // m * 8 + 4 wg .. + 3.
+  // Strip m * kW + warp of the row block: warpgroup wg's m64 tile m is strips
+  // m * kW + 4 wg .. + 3.
   const uint32_t wcode = opaque(smem0 + L::kCodeOff + warp * L::kCodes + lane * 16);
   const uint32_t wscale = opaque(smem0 + L::kScaleOff + warp * L::kScales + (t >> 1) * 16 + 2 * g);
   // Two A register sets: with one strip per warp, tile u's; with two, strip
@@ -553,6 +555,7 @@ void launch_plan(const Plan& plan, const Params& p, const Mxfp4DeviceWeight& w, 
   // one strip each, or two: 512-row CTAs, small scales, up to 32 tokens).
   if (plan.ring_warps == 16 && plan.strips == 2) {
     if constexpr (!kBig) return launch_pass<32, false, 1, 2, 16, true>(p, w, x, scratch, stream, s);
+    fail_input("mxfp4_gemm: kernel 11 runs two strips per warp of 16 consumer warps with small scales only");
   }
   if (plan.ring_warps == 16) {
     if (p.M <= 16) return launch_pass<16, kBig, 1, 1, 16, true>(p, w, x, scratch, stream, s);
@@ -623,9 +626,10 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                "{}, {} tokens",
                4 * kWarps, 2 * kWarps, 2 * kWarps, ring_warps, w.big_scales, k_splits, ctas_per_sm, M);
   const int strips = wide_pairs ? 2 : strips_per_cta ? strips_per_cta / kWarps : 1;
-  if (w.rows % (kRows * strips))
-    fail_input("mxfp4_gemm: kernel 11 with {} strips per CTA needs N % {} == 0, got {}", strips_per_cta,
-               kRows * strips, w.rows);
+  const int64_t row_block = int64_t(kRows) * strips * (ring_warps == 2 * kWarps ? 2 : 1);  // rows per CTA
+  if (w.rows % row_block)
+    fail_input("mxfp4_gemm: kernel 11 with {} strips per warp of {} consumer warps needs N % {} == 0, got {}", strips,
+               ring_warps == 2 * kWarps ? 2 * kWarps : kWarps, row_block, w.rows);
   if (stages < k_splits)
     fail_input("mxfp4_gemm: {} stages of {} K tiles cannot be split {} ways", stages, kStageTiles, k_splits);
   // The compiled combinations (launch_plan), refused here, before anything
@@ -640,18 +644,16 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   if (ring_warps != 0 && ring_warps != kWarps && ring_warps != 2 * kWarps)
     fail_input("mxfp4_gemm: kernel 11 takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps, ring_warps);
   if (ring_warps && (k_splits != 0 || ctas_per_sm != 0 || (strips_per_cta != 0 && !wide_pairs)))
-    fail_input("mxfp4_gemm: kernel 11 with a producer warp (ring_warps {}) runs stream-K, one strip per warp, "
-               "its own CTAs per SM: k_splits, batch_tiles and strips_per_cta must be 0, got {}, {}, {}",
-               ring_warps, k_splits, ctas_per_sm, strips_per_cta);
-  if (ring_warps == 2 * kWarps && w.rows % (2 * kRows * strips))
-    fail_input("mxfp4_gemm: kernel 11 with 16 consumer warps of {} strips needs N % {} == 0, got {}", strips,
-               2 * kRows * strips, w.rows);
+    fail_input("mxfp4_gemm: kernel 11 with a producer warp (ring_warps {}) runs stream-K, its own CTAs per SM, "
+               "one strip per warp (or two: strips_per_cta {} with ring_warps {}): k_splits and batch_tiles must be "
+               "0 and strips_per_cta 0, got {}, {}, {}",
+               ring_warps, 4 * kWarps, 2 * kWarps, k_splits, ctas_per_sm, strips_per_cta);
   if (mode < kRingProduction || mode > kRingProbeBOnly)
     fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingProbeBOnly), mode);
-  if (mode != kRingProduction && (!ring_warps || w.big_scales || strips != 1))
+  if (mode != kRingProduction && (!ring_warps || w.big_scales || strips != 1 || M <= 16))
     fail_input("mxfp4_gemm: kernel 11's probes run with a producer warp (ring_warps 8 or 16), one strip per warp, "
-               "small scales; got ring_warps {}, {} strips per warp, big scales {}",
-               ring_warps, strips, w.big_scales);
+               "small scales, 17..64 tokens a pass; got ring_warps {}, {} strips per warp, big scales {}, {} tokens",
+               ring_warps, strips, w.big_scales, M);
   Params p;
   Scratch scratch;
   // Scratch: the permuted x of one pass (64 token rows at most), then the

@@ -13,6 +13,16 @@ namespace mx::cuda {
 // N % 128 == 0 and K % 128 == 0 (whole stages of 2 K tiles).
 bool dense_ws_supported(const Mxfp4DeviceWeight& w);
 
+// launch_dense_ws's `mode`: the kernel, or a timing probe (bench only).
+enum DenseRingMode : int {
+  kRingProduction = 0,
+  kRingProbeNoMma = 1,        // loads and dequant, no wgmma
+  kRingProbeNoDequant = 2,    // loads and wgmma on the code words, no dequant
+  kRingProbeCopies = 3,       // the ring's copies alone (weights and B)
+  kRingProbeWeightsOnly = 4,  // the weights' copies alone
+  kRingProbeBOnly = 5,        // B's copies alone
+};
+
 // y[M, N] = x[M, K] * W^T; any M (passes of up to 64 tokens). k_splits: CTAs
 // (one cluster) that split K, 1, 2, 4 or 8, or 0 = stream-K over the resident
 // CTAs; ctas_per_sm: resident CTAs per SM the ring is sized for, 1 (deeper
@@ -23,21 +33,14 @@ bool dense_ws_supported(const Mxfp4DeviceWeight& w);
 // (k_splits and ctas_per_sm 0, strips_per_cta 0, or 32 with 16 consumer
 // warps: two strips per warp, N % 512 == 0, up to 32 tokens, small scales),
 // or 0 = thread 0 refills the ring; all four 0 = chosen from the shape.
-// mode (with a producer warp, one strip per warp, small scales): the kernel,
+// mode (with a producer warp, one strip per warp, small scales, 17..64
+// tokens a pass): the kernel,
 // or a timing probe that leaves out part of the work and leaves y wrong
 // (bench only: where the time goes).
 // Each pass first writes x in the MMA's layout into the stream's scratch
 // (streamk_workspace). False, with nothing launched, when that scratch is
 // too small and cannot grow (the stream is being captured): the caller then
 // runs another kernel.
-enum DenseRingMode : int {
-  kRingProduction = 0,
-  kRingProbeNoMma = 1,        // loads and dequant, no wgmma
-  kRingProbeNoDequant = 2,    // loads and wgmma on the code words, no dequant
-  kRingProbeCopies = 3,       // the ring's copies alone (weights and B)
-  kRingProbeWeightsOnly = 4,  // the weights' copies alone
-  kRingProbeBOnly = 5,        // B's copies alone
-};
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
                      int mode = kRingProduction);
