@@ -464,12 +464,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                    (cluster ? " strips/cta=" + std::to_string(cluster) : std::string()) +
                    (batch ? " ctas/sm=" + std::to_string(batch) : std::string()) +
                    (ring ? " producer+" + std::to_string(ring) + " warps" : std::string()) +
-                   (mode == kRingProbeNoMma         ? " PROBE no MMA"
-                    : mode == kRingProbeNoDequant   ? " PROBE no dequant"
-                    : mode == kRingProbeCopies      ? " PROBE copies only"
-                    : mode == kRingProbeWeightsOnly ? " PROBE weight copies only"
-                    : mode == kRingProbeBOnly       ? " PROBE B copies only"
-                                                    : "");
+                   (mode ? std::string(" ") + ring_mode_name(mode) : std::string());
         else if (kernel == 8) r.note = "balanced batch=" + std::to_string(batch);
         else if (kernel == 9) r.note = "strip pair ks=" + std::to_string(kparam) + " batch=" + std::to_string(batch);
         else if (kernel == 12)

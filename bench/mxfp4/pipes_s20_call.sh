@@ -8,12 +8,7 @@
 # 4. ncu (SpeedOfLight, ComputeWorkloadAnalysis, WarpStateStats) of the automatic kernels at 8 / 16 tokens
 #    (mxfp4_bench --profile --dense-small -> small-details.txt).
 # Records: bench/gpu/2026-12-03-session20/final/ (1-2), bench/mxfp4/raw-pipes-2026-12-03-s20/ (3-4).
-set -uo pipefail
-[[ $# -ge 3 ]] || { echo "usage: $0 BUNDLE PEERS OUT_DIR" >&2; exit 2; }
-bundle=$1 peers=$2 out=$3
-mkdir -p "$out"
-(timeout 200 scripts/gpu_all.sh --bundle "$bundle" --out "$out/all" > "$out/gpu_all.txt" 2>&1)
-(timeout 300 scripts/gpu_issue8.sh --bench mxfp4_bench --peers "$peers" --out "$out/issue8" > "$out/issue8.txt" 2>&1)
+source bench/mxfp4/validation_call_common.sh "$@"  # 1-2: gpu_all, gpu_issue8
 (timeout 35 mxfp4_bench --mma-rates --json "$out/rates.jsonl" > "$out/rates.log" 2>&1)
 (timeout 40 ncu --clock-control none -k regex:dense --section SpeedOfLight --section ComputeWorkloadAnalysis \
    --section WarpStateStats -o "$out/small" -f mxfp4_bench --profile --dense-small > "$out/small.log" 2>&1

@@ -6,12 +6,7 @@
 # PEERS: shared/peers/mxfp4_peers.py copied beside it.
 # 1. scripts/gpu_all.sh (-> OUT/all, gpu_all.txt)
 # 2. scripts/gpu_issue8.sh (-> OUT/issue8, issue8.txt; its --dense part holds the probe rows, kernel gemm_probe)
-set -uo pipefail
-[[ $# -ge 3 ]] || { echo "usage: $0 BUNDLE PEERS OUT_DIR" >&2; exit 2; }
-bundle=$1 peers=$2 out=$3
-mkdir -p "$out"
-(timeout 200 scripts/gpu_all.sh --bundle "$bundle" --out "$out/all" > "$out/gpu_all.txt" 2>&1)
-(timeout 300 scripts/gpu_issue8.sh --bench mxfp4_bench --peers "$peers" --out "$out/issue8" > "$out/issue8.txt" 2>&1)
+source bench/mxfp4/validation_call_common.sh "$@"  # 1-2: gpu_all, gpu_issue8
 tail -32 "$out/issue8.txt"
 tail -4 "$out/gpu_all.txt"
 # The 32 / 64-token rows of kernel 11's producer plans and probes at the two large shapes, then the

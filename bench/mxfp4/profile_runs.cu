@@ -103,8 +103,8 @@ void profile_dense_run(cudaStream_t s, SeedFn next_seed) {
     for (int mode : {kRingProbeCopies, kRingProbeWeightsOnly, kRingProbeBOnly}) {
       for (int i = 0; i < 2; ++i) launch_dense_ws(w, x.p, M, y.p, s, 0, 0, 0, ring, mode);
       CK(cudaStreamSynchronize(s));
-      std::printf("profile: %s %dx%d M=%d kernel 11 ring_warps %d probe mode %d launched twice\n", sh.name, N, K, M,
-                  ring, mode);
+      std::printf("profile: %s %dx%d M=%d kernel 11 ring_warps %d %s launched twice\n", sh.name, N, K, M, ring,
+                  ring_mode_name(mode));
     }
   }
 }

@@ -598,6 +598,19 @@ void launch_probe(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, c
   return launch_pass<64, false, 2, 1, 8, true, kMode>(p, w, x, scratch, stream, 0);
 }
 
+// launch_probe for a run-time mode (not kRingProduction).
+void launch_probe_mode(int mode, int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+                       const Scratch& scratch, cudaStream_t stream) {
+  switch (mode) {
+    case kRingProbeNoMma: return launch_probe<kRingProbeNoMma>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeNoDequant: return launch_probe<kRingProbeNoDequant>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeCopies: return launch_probe<kRingProbeCopies>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeWeightsOnly: return launch_probe<kRingProbeWeightsOnly>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeBOnly: return launch_probe<kRingProbeBOnly>(ring_warps, p, w, x, scratch, stream);
+    default: fail_input("mxfp4_gemm: kernel 11 has no probe mode {}", mode);
+  }
+}
+
 }  // namespace
 
 bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
@@ -674,12 +687,7 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     // Forced: k_splits as given (0 = stream-K), CTAs per SM as given or 2.
     Plan plan = {k_splits, ctas_per_sm ? ctas_per_sm : 2, strips, ring_warps};
     if (!k_splits && !ctas_per_sm && !strips_per_cta && !ring_warps) plan = choose_ring_plan(blocks, stages, p.M, sms);
-    const int rw = plan.ring_warps;
-    if (mode == kRingProbeNoMma) launch_probe<kRingProbeNoMma>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeNoDequant) launch_probe<kRingProbeNoDequant>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeCopies) launch_probe<kRingProbeCopies>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeWeightsOnly) launch_probe<kRingProbeWeightsOnly>(rw, p, w, xs, scratch, stream);
-    else if (mode == kRingProbeBOnly) launch_probe<kRingProbeBOnly>(rw, p, w, xs, scratch, stream);
+    if (mode != kRingProduction) launch_probe_mode(mode, plan.ring_warps, p, w, xs, scratch, stream);
     else if (w.big_scales) launch_plan<true>(plan, p, w, xs, scratch, stream);
     else launch_plan<false>(plan, p, w, xs, scratch, stream);
   }

@@ -22,6 +22,18 @@ enum DenseRingMode : int {
   kRingProbeWeightsOnly = 4,  // the weights' copies alone
   kRingProbeBOnly = 5,        // B's copies alone
 };
+// A mode's name in bench rows and profile logs.
+inline const char* ring_mode_name(int mode) {
+  switch (mode) {
+    case kRingProduction: return "kernel";
+    case kRingProbeNoMma: return "PROBE no MMA";
+    case kRingProbeNoDequant: return "PROBE no dequant";
+    case kRingProbeCopies: return "PROBE copies only";
+    case kRingProbeWeightsOnly: return "PROBE weight copies only";
+    case kRingProbeBOnly: return "PROBE B copies only";
+    default: return "unknown mode";
+  }
+}
 
 // y[M, N] = x[M, K] * W^T; any M (passes of up to 64 tokens). k_splits: CTAs
 // (one cluster) that split K, 1, 2, 4 or 8, or 0 = stream-K over the resident
