@@ -395,9 +395,11 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         // serves twice the weight rows), up to 32 tokens.
         if (!big_scales && M > 16 && M <= 32 && N % 512 == 0) variants.push_back({11, 0, 32, 0, 16});
         // The timing probes (where the time goes): no MMA, no dequant, the
-        // copies alone, the weights' copies alone, B's copies alone.
+        // copies alone, the weights' copies alone, B's copies alone, the
+        // weights' copies without the segment ends, the kernel without the
+        // cut row blocks (dropped, or stored but not summed).
         if (!big_scales && M > 16)
-          for (int probe = kRingProbeNoMma; probe <= kRingProbeBOnly; ++probe)
+          for (int probe = kRingProbeNoMma; probe <= kRingLastMode; ++probe)
             for (int ring : {8, 16})
               if (ring == 8 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring, 0, 0, probe});
       } else if (!a4 && !big_scales) {

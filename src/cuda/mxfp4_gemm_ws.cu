@@ -17,8 +17,9 @@
 //     16 strips as two per warp of 8, or 32 as two per warp of 16 beside the
 //     producer (512 rows; both measured slower, selectable). The work is
 //     the (row block, stage) sequence: stream-K gives each of the resident
-//     CTAs an equal range of it (row blocks cut between CTAs are summed
-//     through FP32 partials in the scratch by the last warp to arrive); K
+//     CTAs an equal range of it (a row block cut between CTAs is summed
+//     through FP32 partials in the scratch by its owner, the CTA holding its
+//     first unit, at the end of that CTA's range; end_segment); K
 //     splits give each CTA of a (row block, split) grid its stage range, the
 //     splits of a row block forming a cluster that sums through distributed
 //     shared memory (as kernel 7).
@@ -143,7 +144,8 @@ struct Range {
 template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction>
 struct Filler {
   using L = Layout<NT, kCtas, kSP, kW>;
-  static constexpr bool kWeights = kMode != kRingProbeBOnly, kActs = kMode != kRingProbeWeightsOnly;
+  static constexpr bool kWeights = kMode != kRingProbeBOnly;
+  static constexpr bool kActs = kMode != kRingProbeWeightsOnly && kMode != kRingProbeWeightsNoFlush;
   static constexpr uint32_t kBBytes = kStageTiles * L::kXTile;
   static constexpr uint32_t kBytes = (kWeights ? L::kStageBytes - kBBytes : 0) + (kActs ? kBBytes : 0);
   int rb, j, stages;  // next unit's row block and stage
@@ -183,46 +185,73 @@ __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&a
   }
 }
 
-// This lane's kSP x NT / 2 partial sums of one CTA's slot (0: its first row
-// block, 1: its last); kW consumer warps per CTA.
+// This lane's kSP x NT / 2 partial sums in CTA `cta`'s slot (a contributor
+// stores the part of the row block its range starts in); kW consumer warps.
 template <int kW>
-__device__ __forceinline__ float* partial_slot(const Params& p, int cta, int slot, int floats) {
+__device__ __forceinline__ float* partial_slot(const Params& p, int cta, int floats) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return p.partials + ((size_t(cta) * 2 + slot) * kW * 32 + warp * 32 + lane) * floats;
+  return p.partials + (size_t(cta) * kW * 32 + warp * 32 + lane) * floats;
 }
 
-// Stream-K end of a row block's segment [seg0, seg1) of units: the whole row
-// block goes straight to y; a part is stored as this warp's FP32 partial and
-// the warp that completes the row block (the last of its CTAs to arrive, per
-// warp) adds the others' partials and writes y. Per warp: no CTA barrier.
+// Stream-K ends of segments (cuda/host/streamk_ranges.h): a whole row block
+// goes to y; a contributor's part is stored (store_partial) and counted in a
+// segment later (release_partial), when its fence finds the stores done; an
+// owner's part waits for the counts and sums (own_row_block). Per warp, no
+// CTA barrier. (Session 22: the last-arriving CTA summing, its partial stored
+// and fenced at once and the count's atomic waited for, cost 59.9 against 55.6
+// us at 36864x7168, 32 tokens; the same kernel with the cut row blocks
+// dropped ran 49.4: docs/kernels.md.)
 template <int NT, int kSP, int kW>
-__device__ __forceinline__ void flush_segment(const Params& p, const Range& r, int rb, int seg0, int seg1,
-                                              float (&acc)[kSP][NT / 2]) {
-  constexpr int kFloats = kSP * NT / 2;
-  const int S = r.stages, ctas = gridDim.x, units = (p.N / (kW * kStripRows * kSP)) * S, cta = blockIdx.x;
-  if (seg1 - seg0 == S) return store_y<NT, kSP, kW>(p, rb, acc);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int slot = streamk_slot(cta, rb, units, ctas, S);
-  float4* mine = reinterpret_cast<float4*>(partial_slot<kW>(p, cta, slot, kFloats));
+__device__ __forceinline__ void store_partial(const Params& p, const float (&acc)[kSP][NT / 2]) {
+  float4* mine = reinterpret_cast<float4*>(partial_slot<kW>(p, blockIdx.x, kSP * NT / 2));
 #pragma unroll
   for (int m = 0; m < kSP; ++m)
 #pragma unroll
     for (int i = 0; i < NT / 8; ++i)
       __stcg(mine + m * NT / 8 + i,
              make_float4(acc[m][4 * i], acc[m][4 * i + 1], acc[m][4 * i + 2], acc[m][4 * i + 3]));
-  __threadfence();
-  __syncwarp();
-  const int c0 = streamk_cta_of(rb * S, units, ctas), c1 = streamk_cta_of((rb + 1) * S - 1, units, ctas);
-  int arrived = 0;
-  if (lane == 0) arrived = atomicAdd(p.counters + rb * kW + warp, 1);
-  arrived = __shfl_sync(0xffffffffu, arrived, 0);
-  if (arrived != c1 - c0) return;  // not the last of the row block's c1 - c0 + 1 segments
-  __syncwarp();  // orders lane 0's atomic before every lane's reads (a shuffle does not)
-  __threadfence();
-  for (int c = c0; c <= c1; ++c) {
-    if (c == cta) continue;
-    const int other = streamk_slot(c, rb, units, ctas, S);
-    const float4* src = reinterpret_cast<const float4*>(partial_slot<kW>(p, c, other, kFloats));
+}
+
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+template <int kW>
+__device__ __forceinline__ void release_partial(const Params& p, int rb) {
+  __syncwarp();  // every lane's partials before lane 0's fence
+  int before = 0;
+  if ((threadIdx.x & 31) == 0) {
+    fence_acq_rel_gpu();
+    before = atomicAdd(p.counters + rb * kW + (threadIdx.x >> 5), 1);
+  }
+  // The count broadcast and tested (it is never negative): after it ptxas
+  // takes the code as warp-uniform again; without it, it moved every wgmma
+  // descriptor of the next stage loop through R2UR (165 -> 213 instructions).
+  if (__shfl_sync(0xffffffffu, before, 0) < 0) __trap();
+}
+
+// The owner's part of cut row block rb: waits until the contributors (the
+// CTAs after it up to the one holding rb's last unit) counted theirs in, adds
+// their partials and writes y, and leaves the counter at zero.
+template <int NT, int kSP, int kW>
+__device__ __forceinline__ void own_row_block(const Params& p, int rb, int stages, float (&acc)[kSP][NT / 2]) {
+  constexpr int kFloats = kSP * NT / 2;
+  const int units = (p.N / (kW * kStripRows * kSP)) * stages, ctas = gridDim.x, cta = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int c1 = streamk_cta_of((rb + 1) * stages - 1, units, ctas);
+  int* counter = p.counters + rb * kW + (threadIdx.x >> 5);
+  // Warp-uniform (the count broadcast from lane 0). The contributors run
+  // beside it (a grid of resident CTAs); a count that never comes (counters
+  // not left at zero) traps after seconds instead of hanging the stream.
+  for (int seen = 0, tries = 0;; ++tries) {
+    if (lane == 0) asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    seen = __shfl_sync(0xffffffffu, seen, 0);
+    if (seen == c1 - cta) break;
+    if (tries == 1 << 24) __trap();
+    __nanosleep(64);
+  }
+  if (lane == 0) *counter = 0;  // the next launch starts from zero
+  __syncwarp();                 // lane 0's acquire before every lane's reads
+  for (int c = cta + 1; c <= c1; ++c) {
+    const float4* src = reinterpret_cast<const float4*>(partial_slot<kW>(p, c, kFloats));
 #pragma unroll
     for (int m = 0; m < kSP; ++m)
 #pragma unroll
@@ -231,8 +260,35 @@ __device__ __forceinline__ void flush_segment(const Params& p, const Range& r, i
         acc[m][4 * i] += v.x, acc[m][4 * i + 1] += v.y, acc[m][4 * i + 2] += v.z, acc[m][4 * i + 3] += v.w;
       }
   }
-  if (lane == 0) p.counters[rb * kW + warp] = 0;  // the next launch starts from zero
   store_y<NT, kSP, kW>(p, rb, acc);
+}
+
+// The end of segment [seg0, seg1) of row block rb in the CTA's range r. A
+// contributor's part is always its range's first segment (row block
+// r.u0 / stages, cut when r.u0 % stages != 0); its count goes out at the end
+// of the next segment, or of the range when there is none (computed from r,
+// not carried in a register: the 64-token loop is at its register cap).
+// kMode: the kernel, or a probe that leaves the cut row blocks out.
+template <int NT, int kSP, int kW, int kMode>
+__device__ __forceinline__ void end_segment(const Params& p, const Range& r, int rb, int seg0, int seg1,
+                                            float (&acc)[kSP][NT / 2]) {
+  if constexpr (kMode == kRingProbeDropCut || kMode == kRingProbeStoreCut) {
+    // Probes: no counts (the counters stay at zero for the next launch).
+    if (seg1 - seg0 == r.stages) store_y<NT, kSP, kW>(p, rb, acc);
+    else if (kMode == kRingProbeStoreCut) store_partial<NT, kSP, kW>(p, acc);
+    return;
+  }
+  // From an opaque copy of r.u0, so that ptxas does not hoist these out of
+  // the segment loop and keep them live across the stage loop (at 64 tokens
+  // that spilled inside it).
+  const int u0 = int(opaque(uint32_t(r.u0)));
+  const int first_rb = u0 / r.stages;
+  const bool contributes = u0 % r.stages != 0;  // the first segment is a contributor's
+  if (contributes && rb == first_rb + 1) release_partial<kW>(p, first_rb);
+  if (seg1 - seg0 == r.stages) return store_y<NT, kSP, kW>(p, rb, acc);
+  if (seg0 == rb * r.stages) return own_row_block<NT, kSP, kW>(p, rb, r.stages, acc);
+  store_partial<NT, kSP, kW>(p, acc);
+  if (seg1 == r.u1) release_partial<kW>(p, rb);  // the range ends in its first row block
 }
 
 // K splits: the cluster's CTAs sum their FP32 partial tiles through
@@ -301,8 +357,8 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
   static_assert(kMode == kRingProduction || (kProd && kSP == 1), "the probes run with the producer, one strip per warp");
   // The probes whose consumers only wait for each stage and give it back.
-  constexpr bool kCopiesOnly =
-      kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly || kMode == kRingProbeBOnly;
+  constexpr bool kCopiesOnly = kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly ||
+                               kMode == kRingProbeBOnly || kMode == kRingProbeWeightsNoFlush;
   using L = Layout<NT, kCtas, kSP, kW>;
   constexpr int S = L::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -448,7 +504,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       dev::wgmma_wait<0>();
 #pragma unroll
       for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
-      flush_segment<NT, kSP, kW>(p, r, rb, seg0, seg1, acc);
+      if constexpr (kMode != kRingProbeWeightsNoFlush) end_segment<NT, kSP, kW, kMode>(p, r, rb, seg0, seg1, acc);
     }
   } else if constexpr (kStreamK) {
     // Two strips per warp: the segment loop above makes ptxas serialize
@@ -462,7 +518,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
         dev::wgmma_wait<0>();
 #pragma unroll
         for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
-        flush_segment<NT, kSP, kW>(p, r, rb, seg0, unit, acc);
+        end_segment<NT, kSP, kW, kMode>(p, r, rb, seg0, unit, acc);
         zero_accumulators();
         ++rb;
         seg0 = unit;
@@ -492,7 +548,7 @@ struct Scratch {
 constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 2 + 255) / 256 * 256; }
 // Two slots per CTA, every consumer thread its strips' accumulators (at most
 // 32 floats); 3 CTAs of 8 consumer warps is the most per SM (16 warps: 1 CTA).
-constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * 2 * kThreads * 32 * 4; }
+constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * kThreads * 32 * 4; }
 
 // The weights' tensor maps (rows = strips, 8-byte elements): a box = a CTA's
 // `cta_strips` strips x one stage of K tiles.
@@ -607,6 +663,9 @@ void launch_probe_mode(int mode, int ring_warps, const Params& p, const Mxfp4Dev
     case kRingProbeCopies: return launch_probe<kRingProbeCopies>(ring_warps, p, w, x, scratch, stream);
     case kRingProbeWeightsOnly: return launch_probe<kRingProbeWeightsOnly>(ring_warps, p, w, x, scratch, stream);
     case kRingProbeBOnly: return launch_probe<kRingProbeBOnly>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeWeightsNoFlush: return launch_probe<kRingProbeWeightsNoFlush>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeDropCut: return launch_probe<kRingProbeDropCut>(ring_warps, p, w, x, scratch, stream);
+    case kRingProbeStoreCut: return launch_probe<kRingProbeStoreCut>(ring_warps, p, w, x, scratch, stream);
     default: fail_input("mxfp4_gemm: kernel 11 has no probe mode {}", mode);
   }
 }
@@ -661,8 +720,8 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                "one strip per warp (or two: strips_per_cta {} with ring_warps {}): k_splits and batch_tiles must be "
                "0 and strips_per_cta 0, got {}, {}, {}",
                ring_warps, 4 * kWarps, 2 * kWarps, k_splits, ctas_per_sm, strips_per_cta);
-  if (mode < kRingProduction || mode > kRingProbeBOnly)
-    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingProbeBOnly), mode);
+  if (mode < kRingProduction || mode > kRingLastMode)
+    fail_input("mxfp4_gemm: kernel 11 modes are {}..{}, got {}", int(kRingProduction), int(kRingLastMode), mode);
   if (mode != kRingProduction && (!ring_warps || w.big_scales || strips != 1 || M <= 16))
     fail_input("mxfp4_gemm: kernel 11's probes run with a producer warp (ring_warps 8 or 16), one strip per warp, "
                "small scales, 17..64 tokens a pass; got ring_warps {}, {} strips per warp, big scales {}, {} tokens",

@@ -21,7 +21,11 @@ enum DenseRingMode : int {
   kRingProbeCopies = 3,       // the ring's copies alone (weights and B)
   kRingProbeWeightsOnly = 4,  // the weights' copies alone
   kRingProbeBOnly = 5,        // B's copies alone
+  kRingProbeWeightsNoFlush = 6,  // the weights' copies alone, no stream-K segment ends (nothing stored)
+  kRingProbeDropCut = 7,         // the kernel with the row blocks cut between CTAs left out
+  kRingProbeStoreCut = 8,        // the kernel with their partials stored, never counted or summed
 };
+constexpr int kRingLastMode = kRingProbeStoreCut;
 // A mode's name in bench rows and profile logs.
 inline const char* ring_mode_name(int mode) {
   switch (mode) {
@@ -31,6 +35,9 @@ inline const char* ring_mode_name(int mode) {
     case kRingProbeCopies: return "PROBE copies only";
     case kRingProbeWeightsOnly: return "PROBE weight copies only";
     case kRingProbeBOnly: return "PROBE B copies only";
+    case kRingProbeWeightsNoFlush: return "PROBE weight copies only, no segment ends";
+    case kRingProbeDropCut: return "PROBE kernel, cut row blocks dropped";
+    case kRingProbeStoreCut: return "PROBE kernel, cut row blocks stored, not summed";
     default: return "unknown mode";
   }
 }

@@ -4,12 +4,15 @@
 //
 // The work is a sequence of `units` (row block, stage) units, row-block major
 // (`stages` per row block). CTA c of `ctas` takes units [start(c), start(c+1)).
-// A row block cut between CTAs is finished by the last of them to arrive: it
-// adds the partial sums the others left in their slots and writes y. It counts
-// the CTAs from the one holding the row block's first unit to the one holding
-// its last as the segments to wait for, which holds only if none of them has
-// an empty range: the grid is never larger than the unit count
-// (streamk_grid).
+// A row block cut between CTAs is finished by its owner, the CTA holding its
+// first unit (streamk_owner): that segment is the last of the owner's range.
+// The others, contributors c0 + 1 .. c1 (streamk_cta_of its last unit), hold
+// it in the first segment of theirs: each stores its partial sums in its slot
+// and counts them in (a fence and an atomic add, no wait); the owner waits
+// for c1 - c0 counts, adds the partials and writes y. Owners wait only for
+// CTAs after them, which never wait for an earlier one, so a grid of resident
+// CTAs always finishes. This holds only if no CTA has an empty range: the
+// grid is never larger than the unit count (streamk_grid).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -29,12 +32,8 @@ MX_HD int streamk_cta_of(int u, int units, int ctas) {
   return c;
 }
 
-// Which of CTA c's two partial slots holds its part of row block rb: 0 for
-// the row block its range starts in, 1 for the one it ends in (a range has at
-// most two partial row blocks: every one in between is whole).
-MX_HD int streamk_slot(int c, int rb, int units, int ctas, int stages) {
-  return rb == streamk_start(c, units, ctas) / stages ? 0 : 1;
-}
+// The CTA that finishes row block rb (the one holding its first unit).
+MX_HD int streamk_owner(int rb, int units, int ctas, int stages) { return streamk_cta_of(rb * stages, units, ctas); }
 
 // CTAs of the stream-K grid: every resident one, but never more than units.
 inline int streamk_grid(int resident, int units) { return std::max(1, std::min(resident, units)); }

@@ -7,48 +7,57 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <set>
 #include <utility>
 #include <vector>
 
 namespace mx::cuda {
 namespace {
 
-// What the kernel does at the end of each row block's segment, per CTA:
-// whole row blocks go to y, partial ones arrive on the row block's counter
-// in a slot; returns false (with a message) where the protocol breaks.
+// What the kernel does at the end of each row block's segment, per CTA
+// (end_segment in mxfp4_gemm_ws.cu): whole row blocks go to y; of a cut row
+// block, the owner's segment must be the last of its range and each
+// contributor's the first of its range (its one partial slot), and the owner
+// waits for exactly the contributors' counts, all from CTAs after it (so the
+// waits cannot form a cycle). Returns false (with a message) where the
+// protocol breaks.
 ::testing::AssertionResult replay(int blocks, int stages, int ctas) {
   const int units = blocks * stages;
-  std::map<int, int> arrivals;                 // row block -> partial segments
-  std::map<int, int> covered;                  // row block -> units seen
-  std::set<std::pair<int, int>> slots_taken;   // (cta, slot)
+  std::map<int, int> counts;   // row block -> contributors' counts
+  std::map<int, int> covered;  // row block -> units seen
+  std::map<int, int> owned;    // row block -> owners seen
   for (int c = 0; c < ctas; ++c) {
     const int u0 = streamk_start(c, units, ctas), u1 = streamk_start(c + 1, units, ctas);
     for (int seg0 = u0; seg0 < u1;) {
       const int rb = seg0 / stages, seg1 = std::min(u1, (rb + 1) * stages);
       covered[rb] += seg1 - seg0;
       if (seg1 - seg0 < stages) {
-        ++arrivals[rb];
-        const int slot = streamk_slot(c, rb, units, ctas, stages);
-        // Slot 0 belongs to the segment that opens the CTA's range, slot 1 to
-        // the one that closes it inside a later row block.
-        if ((slot == 0) != (seg0 == u0))
-          return ::testing::AssertionFailure() << "CTA " << c << " puts its segment at unit " << seg0 << " in slot "
-                                               << slot << " (its range starts at " << u0 << ")";
-        if (!slots_taken.insert({c, slot}).second)
-          return ::testing::AssertionFailure() << "CTA " << c << " uses slot " << slot << " twice";
+        if (seg0 == rb * stages) {
+          ++owned[rb];
+          if (c != streamk_owner(rb, units, ctas, stages))
+            return ::testing::AssertionFailure() << "CTA " << c << " sums row block " << rb << ", its owner is "
+                                                 << streamk_owner(rb, units, ctas, stages);
+          if (seg1 != u1)
+            return ::testing::AssertionFailure() << "CTA " << c << " owns row block " << rb << " before the end of "
+                                                 << "its range (unit " << seg1 << " of " << u1 << ")";
+        } else {
+          ++counts[rb];
+          if (seg0 != u0)
+            return ::testing::AssertionFailure() << "CTA " << c << " contributes to row block " << rb << " at unit "
+                                                 << seg0 << ", not where its range (and its one slot) starts, " << u0;
+          if (streamk_owner(rb, units, ctas, stages) >= c)
+            return ::testing::AssertionFailure() << "row block " << rb << "'s owner does not come before CTA " << c;
+        }
       }
       seg0 = seg1;
     }
   }
   for (int rb = 0; rb < blocks; ++rb) {
     if (covered[rb] != stages) return ::testing::AssertionFailure() << "row block " << rb << " covered " << covered[rb];
-    const int c0 = streamk_cta_of(rb * stages, units, ctas), c1 = streamk_cta_of((rb + 1) * stages - 1, units, ctas);
-    // The last arrival is the one that sees c1 - c0 earlier ones.
-    const int expected = c1 == c0 ? 0 : c1 - c0 + 1;
-    if (arrivals[rb] != expected)
-      return ::testing::AssertionFailure() << "row block " << rb << ": " << arrivals[rb] << " partial segments, "
-                                           << "the fix-up waits for " << expected;
+    const int c0 = streamk_owner(rb, units, ctas, stages), c1 = streamk_cta_of((rb + 1) * stages - 1, units, ctas);
+    // The owner waits for c1 - c0 counts.
+    if (counts[rb] != c1 - c0 || owned[rb] != (c1 == c0 ? 0 : 1))
+      return ::testing::AssertionFailure() << "row block " << rb << ": " << counts[rb] << " counts and "
+                                           << owned[rb] << " owners, the owner waits for " << c1 - c0;
   }
   return ::testing::AssertionSuccess();
 }
@@ -68,7 +77,7 @@ TEST(StreamKRanges, EveryUnitBelongsToTheCtaThatCountsIt) {
     }
 }
 
-TEST(StreamKRanges, EveryCutRowBlockGetsExactlyTheArrivalsItWaitsFor) {
+TEST(StreamKRanges, EveryCutRowBlockGetsExactlyTheCountsItsOwnerWaitsFor) {
   // (row blocks, stages): 36864x7168 and 7168x18432 (128-row blocks, 2-tile
   // stages), their 256-row variants, expert-sized and small ones.
   const std::vector<std::pair<int, int>> shapes = {{288, 56}, {56, 144}, {144, 56}, {28, 144}, {32, 56},
