@@ -185,12 +185,15 @@ __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&a
   }
 }
 
-// This lane's kSP x NT / 2 partial sums in CTA `cta`'s slot (a contributor
-// stores the part of the row block its range starts in); kW consumer warps.
+// This warp's kSP x NT / 2 partial sums per lane in CTA `cta`'s slot (a
+// contributor stores the part of the row block its range starts in), as
+// [float4 i][lane]: each 16-byte store or load of the warp covers 512
+// contiguous bytes (lane-major, [lane][i], cost 32 L1 wavefronts per
+// instruction instead of 4); kW consumer warps.
 template <int kW>
-__device__ __forceinline__ float* partial_slot(const Params& p, int cta, int floats) {
+__device__ __forceinline__ float4* partial_slot(const Params& p, int cta, int floats) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return p.partials + (size_t(cta) * kW * 32 + warp * 32 + lane) * floats;
+  return reinterpret_cast<float4*>(p.partials) + (size_t(cta) * kW + warp) * (floats / 4) * 32 + lane;
 }
 
 // Stream-K ends of segments (cuda/host/streamk_ranges.h): a whole row block
@@ -203,12 +206,12 @@ __device__ __forceinline__ float* partial_slot(const Params& p, int cta, int flo
 // dropped ran 49.4: docs/kernels.md.)
 template <int NT, int kSP, int kW>
 __device__ __forceinline__ void store_partial(const Params& p, const float (&acc)[kSP][NT / 2]) {
-  float4* mine = reinterpret_cast<float4*>(partial_slot<kW>(p, blockIdx.x, kSP * NT / 2));
+  float4* mine = partial_slot<kW>(p, blockIdx.x, kSP * NT / 2);
 #pragma unroll
   for (int m = 0; m < kSP; ++m)
 #pragma unroll
     for (int i = 0; i < NT / 8; ++i)
-      __stcg(mine + m * NT / 8 + i,
+      __stcg(mine + (m * NT / 8 + i) * 32,
              make_float4(acc[m][4 * i], acc[m][4 * i + 1], acc[m][4 * i + 2], acc[m][4 * i + 3]));
 }
 
@@ -251,12 +254,12 @@ __device__ __forceinline__ void own_row_block(const Params& p, int rb, int stage
   if (lane == 0) *counter = 0;  // the next launch starts from zero
   __syncwarp();                 // lane 0's acquire before every lane's reads
   for (int c = cta + 1; c <= c1; ++c) {
-    const float4* src = reinterpret_cast<const float4*>(partial_slot<kW>(p, c, kFloats));
+    const float4* src = partial_slot<kW>(p, c, kFloats);
 #pragma unroll
     for (int m = 0; m < kSP; ++m)
 #pragma unroll
       for (int i = 0; i < NT / 8; ++i) {
-        const float4 v = __ldcg(src + m * NT / 8 + i);
+        const float4 v = __ldcg(src + (m * NT / 8 + i) * 32);
         acc[m][4 * i] += v.x, acc[m][4 * i + 1] += v.y, acc[m][4 * i + 2] += v.z, acc[m][4 * i + 3] += v.w;
       }
   }
