@@ -119,13 +119,14 @@ struct Params {
   CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box = the CTA's strips x 64 B
   const uint8_t* xp;   // permuted x, NT x 128 bytes per K tile
   uint16_t* y;
-  float* partials;     // stream-K: [CTA][2 slots][warp][lane][kSP x NT / 2]
-  int* counters;       // stream-K: [row block][warp] arrivals, zero between launches
+  float* partials;     // stream-K: [CTA][warp][float4 i < kSP x NT / 8][lane], a contributor's part
+  int* counters;       // stream-K: [row block][warp] contributors' counts, reset by the owner: zero between launches
   int M, N, K;
 };
 
-// Hides how v was computed, so that ptxas keeps it in a register instead of
-// recomputing it (from the thread index) inside the K loop.
+// Hides how v was computed from ptxas: it keeps v in a register instead of
+// recomputing it (from the thread index) inside the K loop, and cannot hoist
+// what is computed from v out of a loop (end_segment).
 __device__ __forceinline__ uint32_t opaque(uint32_t v) {
   asm volatile("" : "+r"(v));
   return v;
@@ -248,7 +249,7 @@ __device__ __forceinline__ void own_row_block(const Params& p, int rb, int stage
     if (lane == 0) asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
     seen = __shfl_sync(0xffffffffu, seen, 0);
     if (seen == c1 - cta) break;
-    if (tries == 1 << 24) __trap();
+    if (seen > c1 - cta || tries == 1 << 24) __trap();  // counts from another launch sharing the scratch
     __nanosleep(64);
   }
   if (lane == 0) *counter = 0;  // the next launch starts from zero
@@ -549,8 +550,9 @@ struct Scratch {
 };
 
 constexpr size_t xp_bytes(int64_t K) { return (size_t(kMaxTokens) * size_t(K) * 2 + 255) / 256 * 256; }
-// Two slots per CTA, every consumer thread its strips' accumulators (at most
+// One slot per CTA, every consumer thread its strips' accumulators (at most
 // 32 floats); 3 CTAs of 8 consumer warps is the most per SM (16 warps: 1 CTA).
+// launch_pass checks that its grid's slots fit.
 constexpr size_t partial_bytes(int ctas) { return size_t(ctas) * kThreads * 32 * 4; }
 
 // The weights' tensor maps (rows = strips, 8-byte elements): a box = a CTA's
@@ -595,10 +597,29 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
     for (auto* k : {split_kernel, stream_kernel})
       if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
   });
+  // Stream-K's grid: the CTAs that are resident at once (owners wait for
+  // contributors with higher indices, cuda/host/streamk_ranges.h), from the
+  // kernel's occupancy rather than assumed from kCtas.
+  static PerDeviceOnce occupancy_query;
+  static int resident_per_sm[64];
+  occupancy_query([&] {
+    int device = 0, n = 0;
+    MX_CUDA_CHECK(cudaGetDevice(&device));
+    MX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stream_kernel, (kW + kProd) * 32, L::kSmem));
+    resident_per_sm[device & 63] = n;
+  });
+  int device = 0;
+  MX_CUDA_CHECK(cudaGetDevice(&device));
+  const int per_sm = std::min(kCtas, resident_per_sm[device & 63]);
+  if (!splits && per_sm < 1) fail_input("mxfp4_gemm: kernel 11 ({} consumer warps) does not fit on an SM", kW);
   const int blocks = p.N / L::kRowsCta;
   const int units = blocks * (p.K / kTileK / kStageTiles);
-  const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits))
-                           : dim3(unsigned(streamk_grid(sm_count() * kCtas, units)));
+  const int ctas = streamk_grid(sm_count() * std::max(per_sm, 1), units);
+  // Every stream-K CTA's slot inside the scratch's partials (partial_bytes).
+  if (!splits && size_t(ctas) * kW * 32 * kSP * (NT / 2) * 4 > partial_bytes(3 * sm_count()))
+    fail_input("mxfp4_gemm: kernel 11's partial sums ({} CTAs x {} warps x {} floats) exceed its scratch", ctas, kW,
+               kSP * NT / 2 * 32);
+  const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(ctas));
   launch_with(kernel, grid, (kW + kProd) * 32, L::kSmem, stream, LaunchAttrs{true, dim3(1, unsigned(splits ? splits : 1))},
               p);
 }

@@ -23,7 +23,7 @@ enum DenseRingMode : int {
   kRingProbeBOnly = 5,        // B's copies alone
   kRingProbeWeightsNoFlush = 6,  // the weights' copies alone, no stream-K segment ends (nothing stored)
   kRingProbeDropCut = 7,         // the kernel with the row blocks cut between CTAs left out
-  kRingProbeStoreCut = 8,        // the kernel with their partials stored, never counted or summed
+  kRingProbeStoreCut = 8,        // the kernel with their parts stored (the owners' too), never counted or summed
 };
 constexpr int kRingLastMode = kRingProbeStoreCut;
 // A mode's name in bench rows and profile logs.

@@ -30,14 +30,19 @@ struct RingPlan {
 // tokens 39.7 vs 42.2. Session 22 (bench/mxfp4/results-ring-flush-2026-12-03-s22.md,
 // one H200 call): once a cut row block was summed by its owner from
 // coalesced partials, stream-K with the producer beat K splits at 64 tokens
-// on few row blocks too: 7168x18432 42.9 vs 61.4 us, 4096x7168 21.8 vs 46.6,
-// 7168x2048 17.4 vs 20.0 (events). So every automatic plan is stream-K with
-// the producer warp (K splits are forced-only). `blocks` = 128-row blocks
-// (N / 128), `stages` = K / 128, `sms` = the device's SMs.
+// on few row blocks too: 7168x18432 (56 blocks, ~5 CTAs per row block) 42.9
+// vs 61.4 us, 4096x7168 (32 blocks) 21.8 vs 46.6, 7168x2048 17.4 vs 20.0
+// (events). An owner adds its contributors' partials one after another, so
+// above 32 tokens stream-K is kept to at most ~8 CTAs per row block (blocks
+// x 8 >= resident CTAs); fewer row blocks (not measured) keep K splits.
+// `blocks` = 128-row blocks (N / 128), `stages` = K / 128, `sms` = the
+// device's SMs.
 inline RingPlan choose_ring_plan(int64_t blocks, int stages, int M, int sms) {
-  (void)stages, (void)M;
   const bool wide_ctas = blocks % 2 == 0 && blocks / 2 >= sms;  // N % 256 == 0 and a 256-row block per SM
-  return {0, 2, 1, wide_ctas ? 16 : 8};
+  if (M <= 32 || blocks * 8 >= 2 * int64_t(sms)) return {0, 2, 1, wide_ctas ? 16 : 8};
+  int splits = 1;
+  while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
+  return {splits, 1, 1, 0};
 }
 
 }  // namespace mx::cuda

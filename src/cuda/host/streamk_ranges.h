@@ -8,11 +8,15 @@
 // first unit (streamk_owner): that segment is the last of the owner's range.
 // The others, contributors c0 + 1 .. c1 (streamk_cta_of its last unit), hold
 // it in the first segment of theirs: each stores its partial sums in its slot
-// and counts them in (a fence and an atomic add, no wait); the owner waits
-// for c1 - c0 counts, adds the partials and writes y. Owners wait only for
-// CTAs after them, which never wait for an earlier one, so a grid of resident
-// CTAs always finishes. This holds only if no CTA has an empty range: the
-// grid is never larger than the unit count (streamk_grid).
+// and counts them in (a fence and an atomic add, no wait) at the end of its
+// next segment, or at once if its range ends there; either way before its own
+// wait as an owner. The owner waits for c1 - c0 counts, adds the partials in
+// CTA order and writes y. Owners wait only for CTAs after them, so the grid
+// finishes when its CTAs are resident at once (the launch sizes it from the
+// kernel's occupancy) or, failing that, when the hardware starts CTAs in
+// index order with room for two (not documented by CUDA). The counts hold
+// only if no CTA has an empty range: the grid is never larger than the unit
+// count (streamk_grid).
 #pragma once
 #include <algorithm>
 #include <cstdint>

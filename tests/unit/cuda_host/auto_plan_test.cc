@@ -49,6 +49,12 @@ TEST(DenseRingPlan, MeasuredShapesKeepTheirPlans) {
   const RingPlan down64 = choose_ring_plan(56, 144, 64, 132);
   EXPECT_EQ(down64.splits, 0);
   EXPECT_EQ(down64.ring_warps, 8);
+  // Above 32 tokens, fewer than 2 x SMs / 8 row blocks (more than ~8 CTAs per
+  // row block for one owner to sum) keep K splits: 8 blocks, K 65536.
+  const RingPlan narrow64 = choose_ring_plan(8, 512, 64, 132);
+  EXPECT_GT(narrow64.splits, 0);
+  EXPECT_EQ(narrow64.ring_warps, 0);
+  EXPECT_EQ(choose_ring_plan(8, 512, 32, 132).ring_warps, 8);
   // An odd block count past 2 x SMs: 8 consumer warps (no 256-row CTA).
   EXPECT_EQ(choose_ring_plan(265, 56, 32, 132).ring_warps, 8);
 }

@@ -62,6 +62,73 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
+// The kernel's segment ends (end_segment) as events per CTA, with its exact
+// conditions: a contributor (range starting inside a row block) releases its
+// count at the end of its next segment, or at once when its range ends in
+// that row block; an owner waits. Then every CTA is run, all resident, until
+// none can move: each must finish, each cut row block get its c1 - c0 counts
+// once from each contributor, and no CTA wait before its own release.
+::testing::AssertionResult run_to_completion(int blocks, int stages, int ctas) {
+  const int units = blocks * stages;
+  struct Event {
+    bool wait;
+    int rb;
+  };
+  std::vector<std::vector<Event>> events(ctas);
+  for (int c = 0; c < ctas; ++c) {
+    const int u0 = streamk_start(c, units, ctas), u1 = streamk_start(c + 1, units, ctas);
+    const int first_rb = u0 / stages;
+    const bool contributes = u0 % stages != 0;
+    for (int seg0 = u0; seg0 < u1;) {
+      const int rb = seg0 / stages, seg1 = std::min(u1, (rb + 1) * stages);
+      if (contributes && rb == first_rb + 1) events[c].push_back({false, first_rb});
+      if (seg1 - seg0 < stages) {
+        if (seg0 == rb * stages) events[c].push_back({true, rb});
+        else if (seg1 == u1) events[c].push_back({false, rb});
+      }
+      seg0 = seg1;
+    }
+    bool waited = false;
+    int releases = 0;
+    for (const Event& e : events[c]) {
+      if (e.wait) waited = true;
+      else if (waited) return ::testing::AssertionFailure() << "CTA " << c << " releases after its own wait";
+      else ++releases;
+    }
+    if (releases != (contributes ? 1 : 0))
+      return ::testing::AssertionFailure() << "CTA " << c << " releases " << releases << " counts";
+  }
+  std::vector<size_t> next(ctas, 0);
+  std::map<int, int> counted;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int c = 0; c < ctas; ++c)
+      while (next[c] < events[c].size()) {
+        const Event& e = events[c][next[c]];
+        if (e.wait && counted[e.rb] != streamk_cta_of((e.rb + 1) * stages - 1, units, ctas) - c) break;
+        if (!e.wait) ++counted[e.rb];
+        ++next[c], moved = true;
+      }
+  }
+  for (int c = 0; c < ctas; ++c)
+    if (next[c] != events[c].size())
+      return ::testing::AssertionFailure() << "CTA " << c << " never finishes (waits for row block "
+                                           << events[c][next[c]].rb << ")";
+  return ::testing::AssertionSuccess();
+}
+
+TEST(StreamKRanges, EveryGridFinishesWithTheKernelsReleases) {
+  for (int blocks = 1; blocks <= 40; ++blocks)
+    for (int stages = 1; stages <= 40; ++stages)
+      for (int resident : {1, 2, 7, 64, 132, 264, 300}) {
+        const int ctas = streamk_grid(resident, blocks * stages);
+        ASSERT_TRUE(run_to_completion(blocks, stages, ctas)) << blocks << " x " << stages << ", " << ctas << " CTAs";
+      }
+  for (auto [blocks, stages] : std::vector<std::pair<int, int>>{{288, 56}, {144, 56}, {56, 144}, {8, 512}})
+    for (int resident : {78, 114, 132, 264, 396})
+      EXPECT_TRUE(run_to_completion(blocks, stages, streamk_grid(resident, blocks * stages)));
+}
+
 TEST(StreamKRanges, EveryUnitBelongsToTheCtaThatCountsIt) {
   for (int units : {1, 7, 64, 896, 8064, 16128})
     for (int resident : {1, 5, 132, 264, 396}) {
