@@ -26,6 +26,9 @@ for bin in "$@"; do
 done
 mkdir -p "$(dirname "$out")"
 # -9e: ~18 MB instead of ~29 for the five test binaries; the device tool carries at most
-# 64 MiB with the working tree (~33 MB).
+# 64 MiB with the working tree (~50 MB since session 22: gpu_all's four binaries, 18.4 MB,
+# no longer fit beside it). Binaries built without -lineinfo are about 40% smaller in xz
+# (mxfp4_gemm_ws.cu.o 0.87 -> 0.51 MB): configure a bundle build with
+#   MX_BUILD_DIR=build-bundle scripts/build.sh -DMXSERVE_CUDA=ON -DMXSERVE_CUDA_LINEINFO=OFF
 tar -C "$stage" -cf - . | xz -T0 -9e > "$out"
 echo "bundle $out: $(du -h "$out" | cut -f1) ($(ls "$stage/bin" | tr '\n' ' '))"
