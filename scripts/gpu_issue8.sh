@@ -7,12 +7,15 @@
 # (Triton dot_scaled, cuBLAS BF16, torch BF16 grouped GEMM), the correctness
 # verdict (bench/mxfp4/report.py: exit 1 on a row over its bound) and, last,
 # the targets as a short table (bench/mxfp4/scorecard.py).
-#   scripts/gpu_issue8.sh --bench MXFP4_BENCH --peers mxfp4_peers.py [--out DIR] [--no-prefill] [--no-peers]
+#   scripts/gpu_issue8.sh --bench MXFP4_BENCH --peers mxfp4_peers.py [--out DIR] [--no-prefill] [--no-peers] [--pack]
+# --pack: at the end, DIR's files go into DIR.tar.gz and only the scorecard stays
+# beside it (the device tool brings back about 8 files per call; session 22 lost
+# dense.log and the peers' logs to that limit).
 # Built elsewhere and carried (scripts/gpu_bundle.sh): MXFP4_BENCH is the
 # binary's name on PATH after gpu_unbundle.sh, e.g. --bench mxfp4_bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bench="" peers="" out=${OUT:-/tmp/mx-issue8} prefill=1 with_peers=1
+bench="" peers="" out=${OUT:-/tmp/mx-issue8} prefill=1 with_peers=1 pack=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bench) bench=$2; shift 2 ;;
@@ -20,6 +23,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --no-prefill) prefill=0; shift ;;
     --no-peers) with_peers=0; shift ;;
+    --pack) pack=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -61,4 +65,8 @@ echo
 echo "=== issue #8 targets ($(head -2 "$out/gpu.txt" | tail -1 | cut -d, -f1), $(tail -1 "$out/gpu.txt"))"
 python3 bench/mxfp4/scorecard.py "$out/bench.jsonl" ${peer_files[@]+"$out/peers.jsonl"} | tee "$out/scorecard.md"
 [[ $failed == 0 ]] || { echo "verdict: FAIL (a bench part failed)"; rc=1; }
+if [[ $pack == 1 ]]; then
+  tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")" && cp "$out/scorecard.md" "$out.scorecard.md" &&
+    rm -rf "$out" && echo "packed: $out.tar.gz"
+fi
 exit $rc
