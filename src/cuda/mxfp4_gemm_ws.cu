@@ -201,10 +201,10 @@ __device__ __forceinline__ float4* partial_slot(const Params& p, int cta, int fl
 // goes to y; a contributor's part is stored (store_partial) and counted in a
 // segment later (release_partial), when its fence finds the stores done; an
 // owner's part waits for the counts and sums (own_row_block). Per warp, no
-// CTA barrier. (Session 22: the last-arriving CTA summing, its partial stored
-// and fenced at once and the count's atomic waited for, cost 59.9 against 55.6
-// us at 36864x7168, 32 tokens; the same kernel with the cut row blocks
-// dropped ran 49.4: docs/kernels.md.)
+// CTA barrier. (Session 22, H200, 36864x7168 at 32 tokens: with the last
+// arriving CTA summing, every part stored lane-major, fenced and its count's
+// atomic waited for, the kernel ran 59.8 us; owners and [float4][lane]
+// partials, 52.5; the cut row blocks left out, 49.7: docs/kernels.md.)
 template <int NT, int kSP, int kW>
 __device__ __forceinline__ void store_partial(const Params& p, const float (&acc)[kSP][NT / 2]) {
   float4* mine = partial_slot<kW>(p, blockIdx.x, kSP * NT / 2);
