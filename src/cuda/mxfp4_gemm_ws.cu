@@ -592,31 +592,28 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
   p.xp = scratch.xp;
   p.partials = scratch.partials;
   p.counters = scratch.counters;
-  static PerDeviceOnce smem_attribute;
-  smem_attribute([&] {
+  // Once per device: the shared-memory attribute, then the stream-K kernel's
+  // CTAs per SM. Stream-K's grid is the CTAs resident at once (owners wait for
+  // contributors with higher indices, cuda/host/streamk_ranges.h), taken from
+  // the occupancy rather than assumed from kCtas.
+  static PerDeviceOnce device_setup;
+  static int resident_per_sm[64];
+  const int device = device_setup([&] {
     for (auto* k : {split_kernel, stream_kernel})
       if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
-  });
-  // Stream-K's grid: the CTAs that are resident at once (owners wait for
-  // contributors with higher indices, cuda/host/streamk_ranges.h), from the
-  // kernel's occupancy rather than assumed from kCtas.
-  static PerDeviceOnce occupancy_query;
-  static int resident_per_sm[64];
-  occupancy_query([&] {
     int device = 0, n = 0;
     MX_CUDA_CHECK(cudaGetDevice(&device));
     MX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stream_kernel, (kW + kProd) * 32, L::kSmem));
     resident_per_sm[device & 63] = n;
   });
-  int device = 0;
-  MX_CUDA_CHECK(cudaGetDevice(&device));
-  const int per_sm = std::min(kCtas, resident_per_sm[device & 63]);
+  const int per_sm = std::min(kCtas, resident_per_sm[device]);
   if (!splits && per_sm < 1) fail_input("mxfp4_gemm: kernel 11 ({} consumer warps) does not fit on an SM", kW);
+  const int sms = sm_count();
   const int blocks = p.N / L::kRowsCta;
   const int units = blocks * (p.K / kTileK / kStageTiles);
-  const int ctas = streamk_grid(sm_count() * std::max(per_sm, 1), units);
+  const int ctas = streamk_grid(sms * std::max(per_sm, 1), units);
   // Every stream-K CTA's slot inside the scratch's partials (partial_bytes).
-  if (!splits && size_t(ctas) * kW * 32 * kSP * (NT / 2) * 4 > partial_bytes(3 * sm_count()))
+  if (!splits && size_t(ctas) * kW * 32 * kSP * (NT / 2) * 4 > partial_bytes(3 * sms))
     fail_input("mxfp4_gemm: kernel 11's partial sums ({} CTAs x {} warps x {} floats) exceed its scratch", ctas, kW,
                kSP * NT / 2 * 32);
   const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(ctas));

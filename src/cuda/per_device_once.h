@@ -15,18 +15,22 @@
 
 namespace mx::cuda {
 
+// Returns the current device's index (0..63), so that a call site can keep
+// per-device results of its setup (e.g. an occupancy) without asking again.
 class PerDeviceOnce {
  public:
   template <class F>
-  void operator()(F&& setup) {
+  int operator()(F&& setup) {
     int device = 0;
     MX_CUDA_CHECK(cudaGetDevice(&device));
-    const uint64_t bit = uint64_t(1) << (device & 63);
-    if (done_.load(std::memory_order_acquire) & bit) return;
+    device &= 63;
+    const uint64_t bit = uint64_t(1) << device;
+    if (done_.load(std::memory_order_acquire) & bit) return device;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_.load(std::memory_order_relaxed) & bit) return;
+    if (done_.load(std::memory_order_relaxed) & bit) return device;
     setup();
     done_.fetch_or(bit, std::memory_order_release);
+    return device;
   }
 
  private:
