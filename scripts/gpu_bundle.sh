@@ -28,7 +28,9 @@ mkdir -p "$(dirname "$out")"
 # -9e: ~18 MB instead of ~29 for the five test binaries; the device tool carries at most
 # 64 MiB with the working tree (~50 MB since session 22: gpu_all's four binaries, 18.4 MB,
 # no longer fit beside it). Built without -lineinfo, all five take 16.4 MB (four: 16.1 MB)
-# and fit again with the tree in one call (49.7 + 16.4 of 67.1 MB, session 22):
+# and fit again with the tree in one call. The device tool counts the tree's disk usage
+# (`git ls-files -z | du -c --files0-from=-`), not its bytes: 52.8 MB of blocks for 49.7 MB
+# of files refused the bundle in session 23 until three 2.2 MB JSONs were gzipped (50.2 MB):
 #   MX_BUILD_DIR=build-bundle scripts/build.sh -DMXSERVE_CUDA=ON -DMXSERVE_CUDA_LINEINFO=OFF -DMXSERVE_TESTS=OFF
 #   scripts/gpu_bundle.sh .carry/all.tar.xz build-bundle/mxserve build-bundle/src/cuda/{ops_parity,attention_parity,sampler_parity,mxfp4_bench}
 tar -C "$stage" -cf - . | xz -T0 -9e > "$out"
