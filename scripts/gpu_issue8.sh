@@ -45,6 +45,9 @@ done
 jsonl=()
 for part in "${parts[@]}"; do [[ -f "$out/$part.jsonl" ]] && jsonl+=("$out/$part.jsonl"); done
 cat "${jsonl[@]}" /dev/null >"$out/bench.jsonl"
+# bench.jsonl holds every part's rows: the parts' copies would double the records (5 MB of
+# them dropped in session 23, when the repo's size decided whether a call's bundle fits).
+[[ ${#jsonl[@]} -gt 0 ]] && rm -f "${jsonl[@]}"
 peer_files=()
 if [[ $with_peers == 1 ]]; then
   echo "=== peers"
