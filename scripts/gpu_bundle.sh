@@ -30,7 +30,8 @@ mkdir -p "$(dirname "$out")"
 # no longer fit beside it). Built without -lineinfo, all five take 16.4 MB (four: 16.1 MB)
 # and fit again with the tree in one call. The device tool counts the tree's disk usage
 # (`git ls-files -z | du -c --files0-from=-`), not its bytes: 52.8 MB of blocks for 49.7 MB
-# of files refused the bundle in session 23 until three 2.2 MB JSONs were gzipped (50.2 MB):
+# of files refused the bundle in session 23 until three 2.2 MB JSONs were gzipped and the
+# records' duplicate per-part JSONLs dropped (45.1 MB of blocks at the end of session 23):
 #   MX_BUILD_DIR=build-bundle scripts/build.sh -DMXSERVE_CUDA=ON -DMXSERVE_CUDA_LINEINFO=OFF -DMXSERVE_TESTS=OFF
 #   scripts/gpu_bundle.sh .carry/all.tar.xz build-bundle/mxserve build-bundle/src/cuda/{ops_parity,attention_parity,sampler_parity,mxfp4_bench}
 tar -C "$stage" -cf - . | xz -T0 -9e > "$out"
