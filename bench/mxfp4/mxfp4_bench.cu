@@ -397,7 +397,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         // The timing probes (where the time goes): no MMA, no dequant, the
         // copies alone, the weights' copies alone, B's copies alone, the
         // weights' copies without the segment ends, the kernel without the
-        // cut row blocks (dropped, or stored but not summed).
+        // cut row blocks (dropped, or stored but not summed), without the
+        // whole row blocks' y stores, and without any segment end.
         if (!big_scales && M > 16)
           for (int probe = kRingProbeNoMma; probe <= kRingLastMode; ++probe)
             for (int ring : {8, 16})

@@ -24,8 +24,10 @@ enum DenseRingMode : int {
   kRingProbeWeightsNoFlush = 6,  // the weights' copies alone, no stream-K segment ends (nothing stored)
   kRingProbeDropCut = 7,         // the kernel with the row blocks cut between CTAs left out
   kRingProbeStoreCut = 8,        // the kernel with their parts stored (the owners' too), never counted or summed
+  kRingProbeNoWholeY = 9,        // the kernel without the whole row blocks' y stores (cut ones as the kernel)
+  kRingProbeNoEnds = 10,         // the kernel without segment ends: MMAs drained, nothing stored or summed
 };
-constexpr int kRingLastMode = kRingProbeStoreCut;
+constexpr int kRingLastMode = kRingProbeNoEnds;
 // A mode's name in bench rows and profile logs.
 inline const char* ring_mode_name(int mode) {
   switch (mode) {
@@ -38,6 +40,8 @@ inline const char* ring_mode_name(int mode) {
     case kRingProbeWeightsNoFlush: return "PROBE weight copies only, no segment ends";
     case kRingProbeDropCut: return "PROBE kernel, cut row blocks dropped";
     case kRingProbeStoreCut: return "PROBE kernel, cut row blocks stored, not summed";
+    case kRingProbeNoWholeY: return "PROBE kernel, whole row blocks' y not stored";
+    case kRingProbeNoEnds: return "PROBE kernel, no segment ends (nothing stored)";
     default: return "unknown mode";
   }
 }
