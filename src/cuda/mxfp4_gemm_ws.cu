@@ -558,6 +558,7 @@ using Plan = RingPlan;  // the automatic rule: choose_ring_plan (cuda/host/dense
 struct Scratch {
   uint8_t* xp;
   float* partials;
+  size_t partial_bytes;  // room for every stream-K CTA's slot (launch_pass checks its grid against it)
   int* counters;
 };
 
@@ -610,13 +611,11 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
   // the occupancy rather than assumed from kCtas.
   static PerDeviceOnce device_setup;
   static int resident_per_sm[64];
-  const int device = device_setup([&] {
+  const int device = device_setup([&](int device) {
     for (auto* k : {split_kernel, stream_kernel})
       if (k) MX_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
-    int device = 0, n = 0;
-    MX_CUDA_CHECK(cudaGetDevice(&device));
-    MX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stream_kernel, (kW + kProd) * 32, L::kSmem));
-    resident_per_sm[device & 63] = n;
+    MX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident_per_sm[device], stream_kernel,
+                                                                (kW + kProd) * 32, L::kSmem));
   });
   const int per_sm = std::min(kCtas, resident_per_sm[device]);
   if (!splits && per_sm < 1) fail_input("mxfp4_gemm: kernel 11 ({} consumer warps) does not fit on an SM", kW);
@@ -624,8 +623,8 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
   const int blocks = p.N / L::kRowsCta;
   const int units = blocks * (p.K / kTileK / kStageTiles);
   const int ctas = streamk_grid(sms * std::max(per_sm, 1), units);
-  // Every stream-K CTA's slot inside the scratch's partials (partial_bytes).
-  if (!splits && size_t(ctas) * kW * 32 * kSP * (NT / 2) * 4 > partial_bytes(3 * sms))
+  // Every stream-K CTA's slot (kW warps x 32 lanes x its floats, partial_slot) inside the scratch.
+  if (!splits && size_t(ctas) * kW * 32 * kSP * (NT / 2) * sizeof(float) > scratch.partial_bytes)
     fail_input("mxfp4_gemm: kernel 11's partial sums ({} CTAs x {} warps x {} floats) exceed its scratch", ctas, kW,
                kSP * NT / 2 * 32);
   const dim3 grid = splits ? dim3(unsigned(blocks), unsigned(splits)) : dim3(unsigned(ctas));
@@ -767,10 +766,12 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   // stream-K partials (at most 3 CTAs per SM).
   const int sms = sm_count();
   const int64_t blocks = w.rows / kRows;
+  const size_t partials = partial_bytes(3 * sms);
   StreamKWorkspace ws;
-  if (!streamk_workspace(stream, xp_bytes(w.cols) + partial_bytes(3 * sms), blocks * kWarps, ws)) return false;
+  if (!streamk_workspace(stream, xp_bytes(w.cols) + partials, blocks * kWarps, ws)) return false;
   scratch.xp = reinterpret_cast<uint8_t*>(ws.partials);
   scratch.partials = reinterpret_cast<float*>(scratch.xp + xp_bytes(w.cols));
+  scratch.partial_bytes = partials;
   scratch.counters = ws.counters;
   p.N = int(w.rows);
   p.K = int(w.cols);

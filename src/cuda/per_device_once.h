@@ -10,13 +10,15 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "cuda/cuda_check.h"
 
 namespace mx::cuda {
 
-// Returns the current device's index (0..63), so that a call site can keep
-// per-device results of its setup (e.g. an occupancy) without asking again.
+// Returns the current device's index (0..63) and passes it to a setup that
+// takes an int, so that a call site can keep per-device results of its setup
+// (e.g. an occupancy) without asking for the device again.
 class PerDeviceOnce {
  public:
   template <class F>
@@ -28,7 +30,8 @@ class PerDeviceOnce {
     if (done_.load(std::memory_order_acquire) & bit) return device;
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_.load(std::memory_order_relaxed) & bit) return device;
-    setup();
+    if constexpr (std::is_invocable_v<F, int>) setup(device);
+    else setup();
     done_.fetch_or(bit, std::memory_order_release);
     return device;
   }
