@@ -8,7 +8,7 @@
 // that together exceed the 60 MB L2. The byte floor is the MXFP4 bytes over the
 // copy bandwidth measured at the start of the same run.
 //
-// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--mma-rates] [--moe-only A|B..] [--json FILE] [--seed N]
+// Usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--dense-fp8] [--read-probe] [--mma-rates] [--moe-only A|B..] [--json FILE] [--seed N]
 // --moe-prefill: only the copy bandwidth and the fused MoE at 512, 2048 and
 // 8192 tokens (the prefill paths; one call well under a minute); --moe-tokens T:
 // only T tokens.
@@ -22,6 +22,9 @@
 // kernel for each M, the wgmma kernel (kernel 7, auto and 2 K splits) and the
 // ring kernel (kernel 11: stream-K with 1-3 CTAs per SM, two strips per warp,
 // K splits, a producer warp with 8 or 16 consumer warps) beside auto.
+// --dense-fp8: only the copy bandwidth and W4A4 on the dense shapes at M = 12,
+//   16, 32 and 64: auto (the qdq, then the BF16 kernels) beside the FP8 ring
+//   kernel (GemmConfig::fp8; 8, 16 or auto consumer warps), events and graphs
 // --dense-small: only the copy bandwidth and the dense shapes at M = 1, 8, 12
 // and 16 (expert shapes, the big-scale path and two MLA projection shapes,
 // o_proj 7168x8192 and q_b_proj 12288x1536, at 1 and 16): the strip kernels
@@ -49,6 +52,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -230,6 +234,8 @@ constexpr int kChainRounds = 7;
 struct ChainCase {
   std::string label;
   GemmConfig cfg;
+  std::function<void()> before = nullptr;  // launched before each GEMM (the W4A4 rows' qdq)
+  const uint16_t* x = nullptr;              // the GEMM's input instead of the rows' x (FP8: raw x)
 };
 
 ChainCase chain_case(std::string label, int pdl, int prefetch_tiles, int kernel = 0, int k_slices = 0,
@@ -254,7 +260,10 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
-      for (int i = 0; i < kChain; ++i) mxfp4_gemm(weight(i + 1), x, M, y.p, s, cc.cfg);
+      for (int i = 0; i < kChain; ++i) {
+        if (cc.before) cc.before();
+        mxfp4_gemm(weight(i + 1), cc.x ? cc.x : x, M, y.p, s, cc.cfg);
+      }
     } catch (...) {  // a refused configuration: leave the stream usable for the error report
       if (cudaStreamEndCapture(s, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
       for (cudaGraphExec_t e : execs) cudaGraphExecDestroy(e);
@@ -291,6 +300,8 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
   }
 }
 
+bool g_dense_fp8 = false;  // --dense-fp8: W4A4 on BF16 (qdq) against the FP8 ring kernel
+
 void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bool big_scales) {
   const int N = sh.N, K = sh.K;
   const int sms = mx::cuda::sm_count();
@@ -309,6 +320,9 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
     CK(cudaMemcpyAsync(pc.p + c * cb, pc.p, cb, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemcpyAsync(ps.p + c * sb, ps.p, sb, cudaMemcpyDeviceToDevice, s));
   }
+  // --dense-fp8: the FP8 dense layout of every copy and the rows' largest scales.
+  DeviceBuffer<uint8_t> fc(g_dense_fp8 ? cb * copies : 0), row_smax(g_dense_fp8 ? size_t(N) : 0);
+  DeviceBuffer<int> slow(1);
   auto weight = [&](int c) {
     Mxfp4DeviceWeight w;
     w.codes = pc.p + size_t(c % copies) * cb;
@@ -316,14 +330,23 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
     w.rows = N;
     w.cols = K;
     w.big_scales = big_scales;
+    if (g_dense_fp8) w.fp8_codes = fc.p + size_t(c % copies) * cb, w.row_smax = row_smax.p;
     return w;
   };
+  if (g_dense_fp8) {
+    pack_fp8_dense_device(weight(0), fc.p, row_smax.p, slow.p, s);
+    for (int c = 1; c < copies; ++c) CK(cudaMemcpyAsync(fc.p + c * cb, fc.p, cb, cudaMemcpyDeviceToDevice, s));
+    const int slow_blocks = slow.download()[0];
+    std::printf("dense-fp8 %s: FP8 layout made, %d blocks beyond the fast fold table\n", sh.name, slow_blocks);
+    if (slow_blocks) throw std::runtime_error("weights with blocks beyond the fast fold table");
+  }
   for (int M : Ms) {
     DeviceBuffer<uint16_t> x(size_t(M) * K), xq(size_t(M) * K), y(size_t(M) * N);
     DeviceBuffer<float> ref(size_t(M) * N);
     fill_random_bf16(x.p, x.n, next_seed(), 1.0f, s);
-    const std::vector<const char*> modes = g_decode || g_dense || g_dense_small ? std::vector<const char*>{"W4A16"}
-                                                    : std::vector<const char*>{"W4A16", "W4A4"};
+    const std::vector<const char*> modes = g_dense_fp8 ? std::vector<const char*>{"W4A4"}
+                                           : g_decode || g_dense || g_dense_small ? std::vector<const char*>{"W4A16"}
+                                                                                  : std::vector<const char*>{"W4A16", "W4A4"};
     for (const char* mode : modes) {
       const bool a4 = mode[3] == '4';
       if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
@@ -340,9 +363,14 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         int ring = 0;                            // GemmConfig::ring_warps (kernel 11)
         int pdl = 0, prefetch = 0;               // GemmConfig::pdl, prefetch_tiles (strip kernels)
         int mode = 0;  // kernel 11 with a producer warp: launch_dense_ws's DenseRingMode (a timing probe)
+        int fp8 = 0;   // GemmConfig::fp8 (W4A4 on FP8 MMAs: x quantized inside, not by the qdq)
       };
       std::vector<GemmVariant> variants = {{0, 0, 0}};
-      if (g_dense_small) {
+      if (g_dense_fp8) {
+        // --dense-fp8: the FP8 ring kernel (auto consumer warps, 8, 16) beside auto W4A4 (qdq + BF16 kernels).
+        for (int ring : {0, 8, 16})
+          if (ring != 16 || N % 256 == 0) variants.push_back({11, 0, 0, 0, ring, 0, 0, 0, 1});
+      } else if (g_dense_small) {
         // --dense-small: the strip kernels of this M beside the balanced kernel.
         if (!big_scales) {
           variants.push_back({M <= 8 ? 6 : 1, 0, 0});
@@ -410,7 +438,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       }
       if (!a4 && M <= 16 && !g_dense && !g_dense_small) variants.insert(variants.end(), {{5, 0, 0}, {6, 0, 0}, {4, 4, 1}, {4, 4, 2}});
       // Auto as a plain launch without the prefetch (the strip kernels' launch options).
-      const bool chain_rows = !a4 && !big_scales && (g_dense_small || g_dense || g_decode);
+      const bool chain_rows = (!a4 && !big_scales && (g_dense_small || g_dense || g_decode)) || g_dense_fp8;
       if (chain_rows && M <= 16) variants.push_back({0, 0, 0, 0, 0, -1, -1});
       // The rows' common fields (kernel, shape, M, mode, floor).
       Row base;
@@ -419,7 +447,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       base.M = M;
       base.mode = mode;
       base.floor_us = floor_us(wbytes + 2.0 * M * K + 2.0 * M * N);
-      for (auto [kernel, kparam, cluster, batch, ring, pdl, prefetch, mode] : variants) {
+      for (auto [kernel, kparam, cluster, batch, ring, pdl, prefetch, mode, fp8] : variants) {
         CK(cudaMemsetAsync(y.p, 0xFF, y.n * 2, s));  // NaN poison
         GemmConfig cfg;
         cfg.kernel = kernel;
@@ -430,18 +458,21 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         if (kernel == 4) cfg.k_splits = cluster;
         if (kernel == 10) cfg.k_slices = 0, cfg.k_splits = kparam, cfg.strips_per_warp = cluster;
         cfg.pdl = pdl, cfg.prefetch_tiles = prefetch;
+        cfg.fp8 = fp8;
+        if (fp8) cfg.kernel = 0;
         // Kernel 11's modes are launched directly (not GemmConfig choices).
+        // The FP8 variant quantizes raw x itself (its quantizer is bit-exact to the qdq's).
         auto gemm = [&, cfg, mode = mode](const Mxfp4DeviceWeight& w) {
           if (mode) launch_dense_ws(w, xin, M, y.p, s, 0, 0, 0, cfg.ring_warps, mode);
-          else mxfp4_gemm(w, xin, M, y.p, s, cfg);
+          else mxfp4_gemm(w, cfg.fp8 ? x.p : xin, M, y.p, s, cfg);
         };
-        if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
+        if (a4 && !fp8) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
         gemm(weight(0));
         CK(cudaStreamSynchronize(s));
         const ErrStats err = compare(y.download(), ref.download());
         const double us = median_us(
             [&](int i) {
-              if (a4) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
+              if (a4 && !fp8) mxfp4_qdq_activations(x.p, xq.p, M, K, s);
               gemm(weight(i + 1));
             },
             200, s);
@@ -450,7 +481,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.rel_err = err.rel;
         r.nan_count = err.nan;
         if (mode) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;  // wrong sums by design: timed, not checked
-        if (kernel == 0 && pdl < 0) r.note = "auto without PDL or prefetch, events";
+        if (fp8) r.note = "FP8 ring (quantize+gemm)" + (ring ? " producer+" + std::to_string(ring) + " warps" : std::string(" auto warps"));
+        else if (kernel == 0 && pdl < 0) r.note = "auto without PDL or prefetch, events";
         else if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
         else if (kernel == 2) r.note = "ring" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));
@@ -483,6 +515,20 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
       if (chain_rows) {
         // The first case is what mxfp4_gemm does by default (the scorecard's row).
         std::vector<ChainCase> cases = {chain_case("auto", 0, 0)};
+        if (g_dense_fp8) {
+          // W4A4: auto = the qdq then the BF16 kernels; the FP8 ring quantizes x itself.
+          cases[0].label = "auto (qdq+gemm)";
+          cases[0].before = [&] { mxfp4_qdq_activations(x.p, xq.p, M, K, s); };
+          for (int ring : {0, 8, 16}) {
+            if (ring == 16 && N % 256) continue;
+            ChainCase c = chain_case("FP8 ring (quantize+gemm)" + (ring ? " producer+" + std::to_string(ring) + " warps" : std::string(" auto warps")), 0, 0);
+            c.cfg.fp8 = 1;
+            c.cfg.ring_warps = ring;
+            c.x = x.p;
+            cases.push_back(c);
+          }
+          emit_chain_rows(weight, xin, M, y, ref, base, s, cases);
+        } else {
         cases.insert(cases.end(), {chain_case("auto kernel, PDL", 1, 0), chain_case("auto kernel, no PDL", -1, -1)});
         if (g_dense_small && M <= 16)
           cases.insert(cases.end(), {chain_case("auto kernel, PDL no prefetch", 1, -1),
@@ -495,6 +541,7 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
                                            ", PDL",
                                        1, 0, 9, ks, batch));
         emit_chain_rows(weight, xin, M, y, ref, base, s, cases);
+        }
       }
       // Probe (permuted_x_probe.h): kernel 9's loop on x in its B-fragment order.
       if (g_dense_small && !a4 && !big_scales && M > 8 && N % 32 == 0)
@@ -576,13 +623,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--moe-decode")) g_decode = moe_decode = true;
     else if (!std::strcmp(argv[i], "--dense")) g_dense = true;
     else if (!std::strcmp(argv[i], "--dense-small")) g_dense_small = true;
+    else if (!std::strcmp(argv[i], "--dense-fp8")) g_dense_fp8 = true;
     else if (!std::strcmp(argv[i], "--checks")) checks = true;
     else if (!std::strcmp(argv[i], "--read-probe")) read_probe = true;
     else if (!std::strcmp(argv[i], "--mma-rates")) mma_rates = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--read-probe] [--mma-rates] [--checks] [--moe-only A|B..] [--json FILE] [--seed N]\n");
+      std::fprintf(stderr, "usage: mxfp4_bench [--quick] [--profile] [--moe-prefill [--moe-tokens T]] [--w4a4-prefill [--moe-tokens T]] [--decode] [--moe-decode] [--dense] [--dense-small] [--dense-fp8] [--read-probe] [--mma-rates] [--checks] [--moe-only A|B..] [--json FILE] [--seed N]\n");
       return 2;
     }
   }
@@ -633,6 +681,10 @@ int main(int argc, char** argv) {
       bench_dense({"expert_gate_up", 4096, 7168}, {1, 16}, s, true);
       bench_dense({"mla_o_proj", 7168, 8192}, {1, 16}, s, false);
       bench_dense({"mla_q_b_proj", 12288, 1536}, {1, 16}, s, false);
+    } else if (g_dense_fp8) {
+      bench_dense({"dense_gate_up", 36864, 7168}, {12, 16, 32, 64}, s, false);
+      bench_dense({"dense_down", 7168, 18432}, {12, 16, 32, 64}, s, false);
+      bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, false);
     } else if (g_dense) {
       bench_dense({"dense_gate_up", 36864, 7168}, {16, 32, 64}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {16, 32, 64}, s, false);

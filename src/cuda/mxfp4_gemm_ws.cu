@@ -49,6 +49,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/host/fp8_dense_layout.h"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/device_info.h"
 #include "cuda/host/dense_ring_plan.h"
@@ -58,6 +59,8 @@
 #include "cuda/mxfp4_gemm_small_workspace.h"
 #include "cuda/mxfp4_gemm_ws.h"
 #include "cuda/per_device_once.h"
+#include "cuda/w4a4_fp8_device.cuh"
+#include "cuda/w4a4_fp8_wgmma.cuh"
 #include "cuda/wgmma_rs_narrow.cuh"
 
 namespace mx::cuda {
@@ -73,15 +76,16 @@ constexpr int kMaxTokens = 64;
 
 // Ring for kCtas resident CTAs per SM (1, 2 or 3), NT token rows, kSP
 // strips per warp and kW consumer warps (the CTA's row block is 16 kW kSP
-// rows). 16 consumer warps run one CTA per SM with the largest ring.
-template <int NT, int kCtas, int kSP, int kW = kWarps>
+// rows). 16 consumer warps run one CTA per SM with the largest ring. kFp8:
+// B is E4M3 (W4A4 on FP8 MMAs), a 16-byte chunk holds 16 K values, not 8.
+template <int NT, int kCtas, int kSP, int kW = kWarps, bool kFp8 = false>
 struct Layout {
   static constexpr int kStrips = kW * kSP;
   static constexpr int kRowsCta = kStrips * kStripRows;
   static constexpr int kRingBudget =
       kCtas == 1 ? (kW == 16 ? 224 : 200) * 1024 : kCtas == 2 ? 104 * 1024 : 70 * 1024;
-  static constexpr int kChunk = NT * 16;      // one 8-wide K chunk of NT rows
-  static constexpr int kXTile = 8 * kChunk;   // B of one 64-wide K tile
+  static constexpr int kChunk = NT * 16;      // one 16-byte-wide K chunk of NT rows
+  static constexpr int kXTile = (kFp8 ? 4 : 8) * kChunk;   // B of one 64-wide K tile
   static constexpr int kCodes = kStageTiles * kTileCodeBytes;    // one strip's codes per stage
   static constexpr int kScales = kStageTiles * kTileScaleBytes;  // and its scales
   static constexpr int kCodeOff = kStageTiles * kXTile;
@@ -111,6 +115,57 @@ __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restri
   dev::store_row_tile_chunks(xp, j, NT, n, out);
 }
 
+// W4A4 on FP8 MMAs: row n of x quantized per 32-block to MXFP4 (bit-exact
+// to the reference quantizer), folded into E4M3 relative to the row's
+// largest scale (host/fp8_fold.h) and written in the FP8 MMA's K order
+// (fp8_dense_mma_col) into the chunk layout [K tile][16-wide chunk][NT
+// rows][16 bytes]; the row's unfold factor into xunscale[n] (rows M..NT-1:
+// zeros, factor 0). One CTA per row, the row held in registers (K <= 8
+// pieces per thread: 32768), so x is read once.
+constexpr int kQuantThreads = 512, kQuantItems = 8;
+template <int NT>
+__global__ void __launch_bounds__(kQuantThreads) quantize_x_fp8_kernel(const uint16_t* __restrict__ x,
+                                                                        uint8_t* __restrict__ xp,
+                                                                        float* __restrict__ xunscale, int M, int K) {
+  dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
+  __shared__ uint32_t warp_max[kQuantThreads / 32];
+  const int n = blockIdx.x, pieces = K / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(n) * K);
+  uint4 v[kQuantItems];
+  int sb[kQuantItems];
+  uint32_t local_max = 0;
+#pragma unroll
+  for (int i = 0; i < kQuantItems; ++i) {
+    const int p = threadIdx.x + i * kQuantThreads;
+    v[i] = n < M && p < pieces ? xr[p] : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int i = 0; i < kQuantItems; ++i) {
+    sb[i] = dev::fp8_piece_scale(v[i]);
+    if (threadIdx.x + i * kQuantThreads < pieces) local_max = max(local_max, uint32_t(sb[i]));
+  }
+  local_max = __reduce_max_sync(0xffffffffu, local_max);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = local_max;
+  __syncthreads();
+  int smax = 0;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) smax = max(smax, int(warp_max[w]));
+#pragma unroll
+  for (int i = 0; i < kQuantItems; ++i) {
+    const int p = threadIdx.x + i * kQuantThreads;
+    if (p >= pieces) break;
+    uint32_t b[8];
+    dev::fp8_piece_fold(v[i], sb[i], smax, b);
+    // Real columns 16t + 8s + {0..3} go to chunk 2s, + {4..7} to chunk
+    // 2s + 1, bytes 4t .. 4t + 3 of the row (fp8_dense_mma_col).
+    const int k0 = 8 * p, j = k0 / kTileK, t = (k0 >> 4) & 3, s2 = 2 * ((k0 >> 3) & 1);
+    uint8_t* dst = xp + ((size_t(j) * 4 + s2) * NT + n) * 16 + 4 * t;
+    *reinterpret_cast<uint32_t*>(dst) = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
+    *reinterpret_cast<uint32_t*>(dst + NT * 16) = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
+  }
+  if (threadIdx.x == 0) xunscale[n] = n < M ? fold_unscale(smax) : 0.f;
+}
+
 // Kernel arguments. The weights are read through two 2-D tensor maps of
 // 8-byte elements (rows = strips): a stage of the CTA's 8 or 16 strips is one
 // bulk tensor copy of codes (strips x 1 KB) and one of scales (strips x 64 B).
@@ -121,6 +176,10 @@ struct Params {
   uint16_t* y;
   float* partials;     // stream-K: [CTA][warp][float4 i < kSP x NT / 8][lane], a contributor's part
   int* counters;       // stream-K: [row block][warp] contributors' counts, reset by the owner: zero between launches
+  // W4A4 on FP8 MMAs (null otherwise): each weight row's largest scale byte
+  // and each token's unfold factor; y = sum * fold_unscale(row_smax) * xunscale.
+  const uint8_t* row_smax = nullptr;
+  const float* xunscale = nullptr;
   int M, N, K;
 };
 
@@ -142,9 +201,9 @@ struct Range {
 // Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
 // next stage (weights and B), all completing on the slot's `full` barrier.
 // kMode: the production copies, or a probe's (weights only, B only).
-template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction>
+template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction, bool kFp8 = false>
 struct Filler {
-  using L = Layout<NT, kCtas, kSP, kW>;
+  using L = Layout<NT, kCtas, kSP, kW, kFp8>;
   static constexpr bool kWeights = kMode != kRingProbeBOnly;
   static constexpr bool kActs = kMode != kRingProbeWeightsOnly && kMode != kRingProbeWeightsNoFlush;
   static constexpr uint32_t kBBytes = kStageTiles * L::kXTile;
@@ -176,12 +235,19 @@ __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&a
 #pragma unroll
   for (int m = 0; m < kSP; ++m) {
     const size_t row = (size_t(rb) * kSP * kW + m * kW + warp) * kStripRows + g;
+    // FP8: the folded sums times both rows' unfold factors (two multiplies
+    // keep each factor a normal float, host/fp8_fold.h).
+    float wf[2] = {1.f, 1.f};
+    if (p.xunscale) wf[0] = fold_unscale(p.row_smax[row]), wf[1] = fold_unscale(p.row_smax[row + 8]);
 #pragma unroll
     for (int i = 0; i < NT / 8; ++i)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int tk = 8 * i + 2 * t + (c & 1);
-        if (tk < p.M) p.y[size_t(tk) * p.N + row + 8 * (c >> 1)] = dev::float_to_bf16_bits(acc[m][4 * i + c]);
+        if (tk >= p.M) continue;
+        float v = acc[m][4 * i + c];
+        if (p.xunscale) v = v * wf[c >> 1] * p.xunscale[tk];
+        p.y[size_t(tk) * p.N + row + 8 * (c >> 1)] = dev::float_to_bf16_bits(v);
       }
   }
 }
@@ -356,17 +422,21 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
 // K splits), clusters of the splits. kW consumer warps; kProd: one more warp
 // fills the ring (stream-K; one strip per warp, or two with 16 consumer
 // warps), else thread 0 refills it between its own MMAs. kMode: the kernel or
-// a timing probe (DenseRingMode).
+// a timing probe (DenseRingMode). kFp8: W4A4 on FP8 MMAs (B the folded E4M3
+// activations, A the FP8 dense layout's codes folded per block in
+// registers, the tensor cores' sums added into FP32 every stage).
 template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP, int kW = kWarps, bool kProd = false,
-          int kMode = kRingProduction>
+          int kMode = kRingProduction, bool kFp8 = false>
 __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
   static_assert(!kProd || kStreamK, "the producer warp runs with stream-K");
+  static_assert(!kFp8 || (kProd && kSP == 1 && !kBig && kMode == kRingProduction),
+                "the FP8 variant runs with the producer warp, one strip per warp");
   static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
   static_assert(kMode == kRingProduction || (kProd && kSP == 1), "the probes run with the producer, one strip per warp");
   // The probes whose consumers only wait for each stage and give it back.
   constexpr bool kCopiesOnly = kMode == kRingProbeCopies || kMode == kRingProbeWeightsOnly ||
                                kMode == kRingProbeBOnly || kMode == kRingProbeWeightsNoFlush;
-  using L = Layout<NT, kCtas, kSP, kW>;
+  using L = Layout<NT, kCtas, kSP, kW, kFp8>;
   constexpr int S = L::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -384,7 +454,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   const int n = r.u1 - r.u0;  // stages this CTA runs
   const uint32_t smem0 = dev::smem_addr(smem);
   const uint32_t bars = smem0 + L::kRing;  // full[S], then empty[S]
-  Filler<NT, kCtas, kSP, kW, kMode> f;
+  Filler<NT, kCtas, kSP, kW, kMode, kFp8> f;
   f.stages = r.stages;
   f.rb = r.u0 / r.stages;
   f.j = r.u0 % r.stages;
@@ -433,7 +503,59 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   uint32_t ph = 0, rph = 0;
   // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
   // given back and stage q - 2's refilled.
+  // FP8: per-row constants of the fold tables of this warp's rows g and
+  // g + 8 (fp8_dense_lo_base ...), set at each segment's start; the tensor
+  // cores' sum of the current stage.
+  uint32_t fold_base[4] = {};
+  float part[NT / 2];
+  auto set_fold_rows = [&](int rb) {
+    const size_t row = (size_t(rb) * kW + warp) * kStripRows + g;
+    const int sg = p.row_smax[row], sh = p.row_smax[row + 8];
+    fold_base[0] = fp8_dense_lo_base(sg), fold_base[1] = fp8_dense_hi_base(sg);
+    fold_base[2] = fp8_dense_lo_base(sh), fold_base[3] = fp8_dense_hi_base(sh);
+  };
+  // Stage q on FP8 MMAs: both tiles' words folded into E4M3 A registers
+  // (7 instructions per word, host/fp8_dense_layout.h; tile 1's while tile
+  // 0's MMAs run), two k32 MMAs per tile into `part`, then all retired,
+  // `part` added to the FP32 accumulators (the FP8 MMAs' own sums keep ~14
+  // bits: docs/w4a4-fp8.md) and the slot given back.
+  auto run_stage_fp8 = [&]() {
+    dev::mbar_wait_parity(bars + 8 * s, ph);
+    const uint32_t off = s * L::kStage;
+    uint4 wv[kStageTiles];
+    uint32_t sc[kStageTiles];
+#pragma unroll
+    for (int u = 0; u < kStageTiles; ++u) {
+      wv[u] = dev::lds128(wcode + off + u * kTileCodeBytes);
+      sc[u] = dev::lds_u16(wscale + off + u * kTileScaleBytes);
+    }
+#pragma unroll
+    for (int u = 0; u < kStageTiles; ++u) {
+      uint32_t(&ab)[4][4] = a[u & 1];  // [k32 step s][a0 a1 a2 a3] as ab[s], ab[2 + s] unused
+      const uint32_t sg = sc[u] & 0xFF, sh = sc[u] >> 8;
+      const uint32_t glo = sg * kFp8DenseLoStep + fold_base[0], ghi = sg * kFp8DenseHiStep + fold_base[1];
+      const uint32_t hlo = sh * kFp8DenseLoStep + fold_base[2], hhi = sh * kFp8DenseHiStep + fold_base[3];
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+        fp8_dense_word_to_e4m3(dev::word_of(wv[u], 2 * st), glo, ghi, ab[st][0], ab[st][2]);
+        fp8_dense_word_to_e4m3(dev::word_of(wv[u], 2 * st + 1), hlo, hhi, ab[st][1], ab[st][3]);
+      }
+      dev::wgmma_fence();
+      const uint64_t d = desc0 + ((off + u * L::kXTile) >> 4);
+#pragma unroll
+      for (int st = 0; st < 2; ++st)
+        dev::wgmma_rs_e4m3_tokens<NT>(part, ab[st], d + ((2 * st * L::kChunk) >> 4), u > 0 || st > 0);
+      dev::wgmma_commit();
+    }
+    dev::wgmma_wait<0>();
+    dev::fence_accumulators(part);
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) acc[0][i] += part[i];
+    if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));
+    if (++s == S) s = 0, ph ^= 1;
+  };
   auto run_stage = [&](int q) {
+    if constexpr (kFp8) return run_stage_fp8();
     dev::mbar_wait_parity(bars + 8 * s, ph);
     if constexpr (kCopiesOnly) {
       // Probe: the copies alone (the slot is given back as soon as it is full).
@@ -507,6 +629,7 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     for (int q = 0, rb = r.u0 / r.stages; q < n; ++rb) {
       const int seg0 = r.u0 + q, seg1 = min(r.u1, (rb + 1) * r.stages);
       zero_accumulators();
+      if constexpr (kFp8) set_fold_rows(rb);
       for (; r.u0 + q < seg1; ++q) run_stage(q);
       dev::wgmma_wait<0>();
 #pragma unroll
@@ -583,24 +706,34 @@ void encode_weight_maps(Params& p, const Mxfp4DeviceWeight& w, int cta_strips) {
 // stream-K over sm_count() * kCtas CTAs. kW consumer warps, kProd a producer
 // warp (stream-K only).
 template <int NT, bool kBig, int kCtas, int kSP, int kW = kWarps, bool kProd = false,
-          int kMode = kRingProduction>
+          int kMode = kRingProduction, bool kFp8 = false>
 void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const Scratch& scratch,
                  cudaStream_t stream, int splits) {
-  using L = Layout<NT, kCtas, kSP, kW>;
+  using L = Layout<NT, kCtas, kSP, kW, kFp8>;
   // Two strips per warp and the producer warp only with stream-K: with K
   // splits ptxas serializes the wgmma of the 2-strip loop (C7513), so those
   // are not compiled.
   auto* split_kernel = kSP == 1 && !kProd ? dense_ws_kernel<NT, kBig, kCtas, false, 1> : nullptr;
-  auto* stream_kernel = dense_ws_kernel<NT, kBig, kCtas, true, kSP, kW, kProd, kMode>;
+  auto* stream_kernel = dense_ws_kernel<NT, kBig, kCtas, true, kSP, kW, kProd, kMode, kFp8>;
   auto* kernel = splits ? split_kernel : stream_kernel;
   if (!kernel)
     fail_input("mxfp4_gemm: kernel 11 runs 2 strips per warp and the producer warp with stream-K only (k_splits 0)");
   // The weights' box is this kernel's strips per CTA: a box smaller than the
   // kernel's stage would leave its barriers waiting for bytes that never come.
-  encode_weight_maps(p, w, L::kStrips);
-  const int threads = NT * (p.K / kTileK);
-  permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
-      x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
+  if constexpr (kFp8) {
+    Mxfp4DeviceWeight folded = w;
+    folded.codes = w.fp8_codes;
+    encode_weight_maps(p, folded, L::kStrips);
+    float* xunscale = reinterpret_cast<float*>(scratch.xp + size_t(NT) * p.K);
+    quantize_x_fp8_kernel<NT><<<NT, kQuantThreads, 0, stream>>>(x, scratch.xp, xunscale, p.M, p.K);
+    p.row_smax = w.row_smax;
+    p.xunscale = xunscale;
+  } else {
+    encode_weight_maps(p, w, L::kStrips);
+    const int threads = NT * (p.K / kTileK);
+    permute_x_kernel<NT><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
+        x, reinterpret_cast<uint4*>(scratch.xp), p.M, p.K);
+  }
   MX_CUDA_CHECK(cudaGetLastError());
   p.xp = scratch.xp;
   p.partials = scratch.partials;
@@ -704,6 +837,35 @@ void launch_probe_mode(int mode, int ring_warps, const Params& p, const Mxfp4Dev
   }
 }
 
+// The FP8 variant's compiled combinations: a producer warp beside 8
+// consumer warps (2 CTAs per SM) or 16 (1 CTA per SM), 16, 32 or 64 tokens.
+void launch_fp8(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+                const Scratch& scratch, cudaStream_t stream) {
+  constexpr int kP = kRingProduction;
+  if (ring_warps == 16) {
+    if (p.M <= 16) return launch_pass<16, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
+    if (p.M <= 32) return launch_pass<32, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
+    return launch_pass<64, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
+  }
+  if (p.M <= 16) return launch_pass<16, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
+  if (p.M <= 32) return launch_pass<32, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
+  return launch_pass<64, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
+}
+
+// Scratch: x of one pass in the MMA's layout (64 token rows at most; the FP8
+// variant's E4M3 rows and unfold factors take less), then the stream-K
+// partials (at most 3 CTAs per SM). False when it cannot grow (capture).
+bool ring_scratch(const Mxfp4DeviceWeight& w, cudaStream_t stream, Scratch& scratch) {
+  const size_t partials = partial_bytes(3 * sm_count());
+  StreamKWorkspace ws;
+  if (!streamk_workspace(stream, xp_bytes(w.cols) + partials, (w.rows / kRows) * kWarps, ws)) return false;
+  scratch.xp = reinterpret_cast<uint8_t*>(ws.partials);
+  scratch.partials = reinterpret_cast<float*>(scratch.xp + xp_bytes(w.cols));
+  scratch.partial_bytes = partials;
+  scratch.counters = ws.counters;
+  return true;
+}
+
 }  // namespace
 
 bool dense_ws_supported(const Mxfp4DeviceWeight& w) {
@@ -762,17 +924,9 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                ring_warps, strips, w.big_scales, M);
   Params p;
   Scratch scratch;
-  // Scratch: the permuted x of one pass (64 token rows at most), then the
-  // stream-K partials (at most 3 CTAs per SM).
+  if (!ring_scratch(w, stream, scratch)) return false;
   const int sms = sm_count();
   const int64_t blocks = w.rows / kRows;
-  const size_t partials = partial_bytes(3 * sms);
-  StreamKWorkspace ws;
-  if (!streamk_workspace(stream, xp_bytes(w.cols) + partials, blocks * kWarps, ws)) return false;
-  scratch.xp = reinterpret_cast<uint8_t*>(ws.partials);
-  scratch.partials = reinterpret_cast<float*>(scratch.xp + xp_bytes(w.cols));
-  scratch.partial_bytes = partials;
-  scratch.counters = ws.counters;
   p.N = int(w.rows);
   p.K = int(w.cols);
   for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
@@ -785,6 +939,32 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
     if (mode != kRingProduction) launch_probe_mode(mode, plan.ring_warps, p, w, xs, scratch, stream);
     else if (w.big_scales) launch_plan<true>(plan, p, w, xs, scratch, stream);
     else launch_plan<false>(plan, p, w, xs, scratch, stream);
+  }
+  return true;
+}
+
+bool launch_dense_ws_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
+                         int ring_warps) {
+  if (!w.fp8_codes || !w.row_smax)
+    fail_input("mxfp4_gemm: W4A4 on FP8 MMAs needs the weight's FP8 dense layout (pack_fp8_dense_device)");
+  if (!dense_ws_supported(w) || w.cols > kQuantThreads * kQuantItems * 8)
+    fail_input("mxfp4_gemm: the FP8 ring kernel needs N % {} == 0, K % {} == 0 and K <= {}, got [{}, {}]", kRows,
+               kStageTiles * kTileK, kQuantThreads * kQuantItems * 8, w.rows, w.cols);
+  const int sms = sm_count();
+  if (ring_warps == 0) ring_warps = w.rows % 256 == 0 && w.rows / 256 >= sms ? 16 : 8;
+  if (ring_warps != kWarps && ring_warps != 2 * kWarps)
+    fail_input("mxfp4_gemm: the FP8 ring kernel takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps, ring_warps);
+  if (ring_warps == 2 * kWarps && w.rows % 256)
+    fail_input("mxfp4_gemm: 16 consumer warps need N % 256 == 0, got {}", w.rows);
+  Scratch scratch;
+  if (!ring_scratch(w, stream, scratch)) return false;
+  Params p;
+  p.N = int(w.rows);
+  p.K = int(w.cols);
+  for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
+    p.M = std::min(kMaxTokens, M - m0);
+    p.y = y + size_t(m0) * w.rows;
+    launch_fp8(ring_warps, p, w, x + size_t(m0) * w.cols, scratch, stream);
   }
   return true;
 }

@@ -16,6 +16,12 @@ struct Mxfp4DeviceWeight {
   const uint8_t* scales = nullptr;  // N * K / 32 bytes, kernel layout, 16-byte aligned (bulk prefetch)
   int64_t rows = 0, cols = 0;       // N, K
   bool big_scales = false;          // some scale byte > 128 (pack_mxfp4 reports it)
+  // W4A4 on FP8 tensor cores (GemmConfig::fp8; docs/w4a4-fp8.md "Dense"): the
+  // codes in the FP8 dense layout (host/fp8_dense_layout.h, same size and
+  // scales as `codes`) and each row's largest scale byte, from
+  // pack_fp8_dense_device; null where not made.
+  const uint8_t* fp8_codes = nullptr;
+  const uint8_t* row_smax = nullptr;
 };
 
 // Kernel choices. 0 = chosen from the shape (see docs/kernels.md); the bench
@@ -99,6 +105,11 @@ struct GemmConfig {
   int ring_warps = 0;  // kernel 11: 8 or 16 consumer warps + a producer warp (0 = from the shape)
   int pdl = 0;             // strip kernels: programmatic dependent launch, 0 = the rule, 1 = on, -1 = off
   int prefetch_tiles = 0;  // strip kernels: weight tiles per warp and strip asked of the L2 first
+  // 1 = W4A4 on FP8 tensor cores: x is quantized to MXFP4 per 32 along K (the
+  // W4A4 contract, bit-exact to the reference quantizer), both operands'
+  // block scales folded into E4M3 and multiplied by kernel 11's FP8 variant
+  // (needs w.fp8_codes; ring_warps 8 or 16, 0 = the auto rule's). 0 = off.
+  int fp8 = 0;
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
@@ -118,6 +129,14 @@ void mxfp4_qdq_activations(const uint16_t* x, uint16_t* xq, int M, int K, cudaSt
 void pack_mxfp4_device(const uint8_t* codes, const uint8_t* scales, int64_t N, int64_t K,
                        const int64_t* row_order, uint8_t* packed_codes, uint8_t* packed_scales,
                        cudaStream_t stream);
+
+// The FP8 dense layout of a packed weight (GemmConfig::fp8): fp8_codes (as
+// many bytes as w.codes, 16-byte aligned), row_smax (N bytes), and
+// *slow_blocks (device int) = the count of blocks more than 11 binades below
+// their row's largest scale, which the kernel's fold table does not reach:
+// the weight takes the FP8 path only when it is 0.
+void pack_fp8_dense_device(const Mxfp4DeviceWeight& w, uint8_t* fp8_codes, uint8_t* row_smax, int* slow_blocks,
+                           cudaStream_t stream);
 
 // Fused MoE (decode and prefill): routing output -> per-expert token lists on
 // the GPU -> gate_up grouped GEMM with SiLU(gate) * up fused -> down grouped

@@ -1,10 +1,12 @@
-// Preparation kernels: the W4A4 activation quantize-dequantize and the device
-// re-layout of checkpoint weights into the kernel layout.
+// Preparation kernels: the W4A4 activation quantize-dequantize, the device
+// re-layout of checkpoint weights into the kernel layout, and the dense W4A4
+// FP8 layout made from it (host/fp8_dense_layout.h).
 #include <cuda_runtime.h>
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/e2m1_round.cuh"
+#include "cuda/host/fp8_dense_layout.h"
 #include "cuda/mxfp4_device.cuh"
 #include "cuda/mxfp4_kernels.h"
 #include "cuda/mxfp4_qdq.cuh"
@@ -55,6 +57,34 @@ __global__ void pack_scales_kernel(const uint8_t* __restrict__ scales, int64_t N
   out[byte] = scales[src_row * (K / kBlockK) + kb];
 }
 
+// One thread per lane chunk (16 bytes) of a tile: the lane's codes moved to
+// the FP8 dense layout.
+__global__ void repack_fp8_dense_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, int64_t chunks) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= chunks) return;
+  const uint4 v = in[i];
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t o[4];
+  fp8_dense_repack_lane(w, o);
+  out[i] = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// One thread per row: its largest scale byte (kernel scale layout), and the
+// count of its blocks further below it than the kernel's fast fold table
+// reaches (kFp8FoldFastMinDelta) added to *slow.
+__global__ void row_smax_kernel(const uint8_t* __restrict__ scales, int64_t N, int64_t K,
+                                uint8_t* __restrict__ row_smax, int* __restrict__ slow) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= N) return;
+  int smax = 0;
+  for (int64_t kb = 0; kb < K / kBlockK; ++kb) smax = max(smax, int(scales[kernel_scale_slot(r, kb, K)]));
+  int below = 0;
+  for (int64_t kb = 0; kb < K / kBlockK; ++kb)
+    below += int(scales[kernel_scale_slot(r, kb, K)]) - smax < kFp8FoldFastMinDelta;
+  row_smax[r] = uint8_t(smax);
+  if (below) atomicAdd(slow, below);
+}
+
 unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 }  // namespace
@@ -78,6 +108,21 @@ void pack_mxfp4_device(const uint8_t* codes, const uint8_t* scales, int64_t N, i
       codes, N, K, row_order, reinterpret_cast<uint32_t*>(packed_codes));
   MX_CUDA_CHECK(cudaGetLastError());
   pack_scales_kernel<<<blocks_for(N * K / kBlockK, 256), 256, 0, stream>>>(scales, N, K, row_order, packed_scales);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
+void pack_fp8_dense_device(const Mxfp4DeviceWeight& w, uint8_t* fp8_codes, uint8_t* row_smax, int* slow_blocks,
+                           cudaStream_t stream) {
+  if (w.rows <= 0 || w.rows % kStripRows || w.cols <= 0 || w.cols % kTileK)
+    fail_input("pack_fp8_dense_device: needs N % 16 == 0 and K % 64 == 0, got N={} K={}", w.rows, w.cols);
+  if (reinterpret_cast<uintptr_t>(fp8_codes) % 16 || reinterpret_cast<uintptr_t>(w.codes) % 16)
+    fail_input("pack_fp8_dense_device: codes must be 16-byte aligned");
+  const int64_t chunks = w.rows * w.cols / 2 / 16;
+  repack_fp8_dense_kernel<<<blocks_for(chunks, 256), 256, 0, stream>>>(
+      reinterpret_cast<const uint4*>(w.codes), reinterpret_cast<uint4*>(fp8_codes), chunks);
+  MX_CUDA_CHECK(cudaGetLastError());
+  MX_CUDA_CHECK(cudaMemsetAsync(slow_blocks, 0, sizeof(int), stream));
+  row_smax_kernel<<<blocks_for(w.rows, 128), 128, 0, stream>>>(w.scales, w.rows, w.cols, row_smax, slow_blocks);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 

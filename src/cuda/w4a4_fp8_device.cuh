@@ -5,7 +5,9 @@
 
 #include <cstdint>
 
+#include "cuda/e2m1_round.cuh"
 #include "cuda/host/fp8_fold.h"
+#include "cuda/mxfp4_device.cuh"
 
 namespace mx::cuda::dev {
 
@@ -24,6 +26,36 @@ __device__ __forceinline__ void fp8_fold_table(int d, uint32_t& lo, uint32_t& hi
     const uint32_t b = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
     if (m < 4) lo |= b << (8 * m);
     else hi |= b << (8 * (m - 4));
+  }
+}
+
+// The activation quantizers' piece: 8 consecutive BF16 values of a row, four
+// lanes (4k .. 4k + 3 of a warp) per 32-block. The block's E8M0 scale byte,
+// bit-exact to host/mxfp4_reference.h (amax over the four lanes by two
+// shuffles; every lane of the warp takes part, lanes without a piece with
+// zeros).
+__device__ __forceinline__ int fp8_piece_scale(const uint4& v) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
+  uint32_t amax = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = max(amax, uint32_t(h[j] & 0x7FFF));
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const uint32_t rounded = (amax + 0x20u) & 0xFF80u;
+  return min(max(int(rounded >> 7) - 129, -127), 127) + 127;
+}
+
+// The piece's 8 values as MXFP4 codes of block scale byte sb, folded into
+// E4M3 bytes for a row whose largest scale byte is smax.
+__device__ __forceinline__ void fp8_piece_fold(const uint4& v, int sb, int smax, uint32_t (&byte)[8]) {
+  uint32_t lo, hi;
+  fp8_fold_table(sb - smax, lo, hi);
+  const float inv = fp8_pow2(127 - sb);
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t m = e2m1_round_code(fabsf(bf16_bits_to_float(h[j])) * inv);
+    byte[j] = (fp8_byte_perm(lo, hi, m) & 0xFF) | ((h[j] >> 8) & 0x80);
   }
 }
 

@@ -40,14 +40,7 @@ __global__ void __launch_bounds__(kThreads) quantize_fold_kernel(const uint16_t*
     const int p = threadIdx.x + i * kThreads;
     const bool valid = p < pieces;
     v[i] = valid ? reinterpret_cast<const uint4*>(xr)[p] : make_uint4(0, 0, 0, 0);
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(&v[i]);
-    uint32_t amax = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = max(amax, uint32_t(h[j] & 0x7FFF));
-    amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const uint32_t rounded = (amax + 0x20u) & 0xFF80u;
-    sb[i] = min(max(int(rounded >> 7) - 129, -127), 127) + 127;
+    sb[i] = dev::fp8_piece_scale(v[i]);
     if (valid) local_max = max(local_max, uint32_t(sb[i]));
   }
   local_max = __reduce_max_sync(0xffffffffu, local_max);
@@ -61,17 +54,8 @@ __global__ void __launch_bounds__(kThreads) quantize_fold_kernel(const uint16_t*
   for (int i = 0; i < kItems; ++i) {
     const int p = threadIdx.x + i * kThreads;
     if (p >= pieces) break;
-    uint32_t lo, hi;
-    dev::fp8_fold_table(sb[i] - int(smax), lo, hi);
-    const float inv = fp8_pow2(127 - sb[i]);
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(&v[i]);
     uint32_t byte[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t m = e2m1_round_code(fabsf(dev::bf16_bits_to_float(h[j])) * inv);
-      byte[j] = fp8_byte_perm(lo, hi, m) & 0xFF;
-      byte[j] |= (h[j] >> 8) & 0x80;
-    }
+    dev::fp8_piece_fold(v[i], sb[i], int(smax), byte);
     // Real columns kin..kin+7 (kin = 16t + 4kk, kk even) of a 64-tile go to
     // MMA columns 32 (kk / 2) + 4t + {0, 2, 1, 3} and the same + 16.
     const int k0 = 8 * p, kin = k0 & 63, t = kin >> 4, kk = (kin >> 2) & 3;

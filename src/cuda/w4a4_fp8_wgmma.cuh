@@ -87,12 +87,50 @@ struct WgmmaRsE4m3<3> {
   }
 };
 
+// Narrow widths for few tokens (the dense FP8 ring kernel, mxfp4_gemm_ws.cu):
+// m64n16k32 and m64n32k32.
+__device__ __forceinline__ void wgmma_rs_e4m3_n16(float (&d)[8], const uint32_t (&a)[4], uint64_t desc,
+                                                  int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d)
+      : "memory");
+}
+
+__device__ __forceinline__ void wgmma_rs_e4m3_n32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc,
+                                                  int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d)
+      : "memory");
+}
+
 // d[0 .. 32 NB) = A (registers, E4M3) * B (descriptor, E4M3) + (scale_d ? d : 0),
 // m64 n(64 NB) k32.
 template <int NB, int N>
 __device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N], const uint32_t (&a)[4], uint64_t desc,
                                               int scale_d) {
   WgmmaRsE4m3<NB>::mma(d, a, desc, scale_d);
+}
+
+// d = A * B (+ d when scale_d) for m64 n(NT) k32, NT = 16, 32 or 64 tokens.
+template <int NT>
+__device__ __forceinline__ void wgmma_rs_e4m3_tokens(float (&d)[NT / 2], const uint32_t (&a)[4], uint64_t desc,
+                                                     int scale_d) {
+  if constexpr (NT == 16) wgmma_rs_e4m3_n16(d, a, desc, scale_d);
+  else if constexpr (NT == 32) wgmma_rs_e4m3_n32(d, a, desc, scale_d);
+  else {
+    static_assert(NT == 64, "compiled token widths: 16, 32, 64");
+    wgmma_rs_e4m3<1>(d, a, desc, scale_d);
+  }
 }
 
 }  // namespace mx::cuda::dev
