@@ -481,7 +481,8 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
         r.rel_err = err.rel;
         r.nan_count = err.nan;
         if (mode) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;  // wrong sums by design: timed, not checked
-        if (fp8) r.note = "FP8 ring (quantize+gemm)" + (ring ? " producer+" + std::to_string(ring) + " warps" : std::string(" auto warps"));
+        if (fp8)
+          r.note = "FP8 ring (quantize+gemm)" + (ring ? " producer+" + std::to_string(ring) + " warps" : std::string(" auto warps"));
         else if (kernel == 0 && pdl < 0) r.note = "auto without PDL or prefetch, events";
         else if (kernel == 0) r.note = "auto" + std::string(a4 ? " (qdq+gemm)" : "");
         else if (kernel == 1) r.note = "v1 registers" + (kparam ? " ks=" + std::to_string(kparam) : std::string(" auto ks"));

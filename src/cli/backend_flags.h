@@ -40,10 +40,12 @@ struct BackendFlags {
         ->check(CLI::IsMember(moe_kernel_names()))
         ->capture_default_str();
     cmd->add_option("--w4a4-mma", w4a4_mma,
-                    "with --device cuda --w4a4: the fused MoE's prefill MMAs: auto (bf16), bf16 (quantize-dequantized "
-                    "activations on BF16 tensor cores), fp8 / fp8-256 (block scales folded into E4M3, FP8 tensor cores, "
-                    "FP32 promotion every 128 / 256 along K; docs/w4a4-fp8.md); decode steps keep BF16; without --w4a4 on a "
-                    "W4A4 checkpoint, or with --exact-numerics, there is nothing for it to change")
+                    "with --device cuda --w4a4: the W4A4 MMAs: auto (bf16), bf16 (quantize-dequantized "
+                    "activations on BF16 tensor cores), fp8 / fp8-256 (block scales folded into E4M3, FP8 tensor cores: "
+                    "the fused MoE's prefill, FP32 promotion every 128 / 256 along K, its decode steps keep BF16; and "
+                    "the dense MXFP4 linears at 12-64 tokens where measured faster, which then hold a second, FP8-ordered "
+                    "copy of their codes; docs/w4a4-fp8.md); without --w4a4 on a W4A4 checkpoint, or with "
+                    "--exact-numerics, there is nothing for it to change")
         ->check(CLI::IsMember(w4a4_mma_names()))
         ->capture_default_str();
     cmd->add_flag("--profile-ops", profile_ops,

@@ -368,7 +368,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
                w.cols);
   if (config.fp8) {
     if (config.fp8 != 1) fail_input("mxfp4_gemm: fp8 is 0 or 1, got {}", config.fp8);
-    if (launch_dense_ws_fp8(w, x, M, y, stream, config.ring_warps)) return;
+    if (mxfp4_gemm_fp8(w, x, M, y, stream, config.ring_warps)) return;
     fail_input("mxfp4_gemm: the FP8 ring kernel's scratch cannot grow inside a stream capture (run it once first)");
   }
   GemmConfig c = choose_config(w, M);

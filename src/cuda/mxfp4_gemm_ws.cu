@@ -92,6 +92,7 @@ struct Layout {
   static constexpr int kScaleOff = kCodeOff + kStrips * kCodes;
   static constexpr int kStage = kScaleOff + kStrips * kScales;
   static constexpr int kStageBytes = kStage;  // what a stage's copies deliver
+  // At most 8 stages (FP8 up to 12 measured no faster at 12-16 tokens, session 24).
   static constexpr int kStages = std::min(8, kRingBudget / kStage);
   static constexpr int kRing = kStages * kStage;
   static constexpr int kPartLd = NT + 4;  // FP32 partial row stride (floats)
@@ -424,7 +425,7 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
 // warps), else thread 0 refills it between its own MMAs. kMode: the kernel or
 // a timing probe (DenseRingMode). kFp8: W4A4 on FP8 MMAs (B the folded E4M3
 // activations, A the FP8 dense layout's codes folded per block in
-// registers, the tensor cores' sums added into FP32 every stage).
+// registers, each stage's sum of the tensor cores added into FP32).
 template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP, int kW = kWarps, bool kProd = false,
           int kMode = kRingProduction, bool kFp8 = false>
 __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
@@ -504,58 +505,71 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
   // given back and stage q - 2's refilled.
   // FP8: per-row constants of the fold tables of this warp's rows g and
-  // g + 8 (fp8_dense_lo_base ...), set at each segment's start; the tensor
-  // cores' sum of the current stage.
+  // g + 8 (fp8_dense_lo_base ...), set at each segment's start.
   uint32_t fold_base[4] = {};
-  float part[NT / 2];
   auto set_fold_rows = [&](int rb) {
     const size_t row = (size_t(rb) * kW + warp) * kStripRows + g;
     const int sg = p.row_smax[row], sh = p.row_smax[row + 8];
     fold_base[0] = fp8_dense_lo_base(sg), fold_base[1] = fp8_dense_hi_base(sg);
     fold_base[2] = fp8_dense_lo_base(sh), fold_base[3] = fp8_dense_hi_base(sh);
   };
-  // Stage q on FP8 MMAs: both tiles' words folded into E4M3 A registers
-  // (7 instructions per word, host/fp8_dense_layout.h; tile 1's while tile
-  // 0's MMAs run), two k32 MMAs per tile into `part`, then all retired,
-  // `part` added to the FP32 accumulators (the FP8 MMAs' own sums keep ~14
-  // bits: docs/w4a4-fp8.md) and the slot given back.
-  auto run_stage_fp8 = [&]() {
+  // FP8: the current stage's weights, loaded at its start.
+  uint4 fwv[kStageTiles];
+  uint32_t fsc[kStageTiles];
+  auto fp8_load_stage = [&]() {
     dev::mbar_wait_parity(bars + 8 * s, ph);
     const uint32_t off = s * L::kStage;
-    uint4 wv[kStageTiles];
-    uint32_t sc[kStageTiles];
 #pragma unroll
     for (int u = 0; u < kStageTiles; ++u) {
-      wv[u] = dev::lds128(wcode + off + u * kTileCodeBytes);
-      sc[u] = dev::lds_u16(wscale + off + u * kTileScaleBytes);
+      fwv[u] = dev::lds128(wcode + off + u * kTileCodeBytes);
+      fsc[u] = dev::lds_u16(wscale + off + u * kTileScaleBytes);
     }
+  };
+  // Tile u of the current stage on FP8 MMAs: its four words folded into
+  // E4M3 A registers a[u] (7 instructions per word, host/fp8_dense_layout.h),
+  // two k32 MMAs into `part` (the first one restarting it when `fresh`),
+  // committed as one group.
+  auto fp8_tile = [&](int u, float(&part)[NT / 2], bool fresh) {
+    uint32_t(&ab)[4][4] = a[u];  // ab[k32 step][a0 a1 a2 a3]; ab[2], ab[3] unused
+    const uint32_t sg = fsc[u] & 0xFF, sh = fsc[u] >> 8;
+    const uint32_t glo = sg * kFp8DenseLoStep + fold_base[0], ghi = sg * kFp8DenseHiStep + fold_base[1];
+    const uint32_t hlo = sh * kFp8DenseLoStep + fold_base[2], hhi = sh * kFp8DenseHiStep + fold_base[3];
 #pragma unroll
-    for (int u = 0; u < kStageTiles; ++u) {
-      uint32_t(&ab)[4][4] = a[u & 1];  // [k32 step s][a0 a1 a2 a3] as ab[s], ab[2 + s] unused
-      const uint32_t sg = sc[u] & 0xFF, sh = sc[u] >> 8;
-      const uint32_t glo = sg * kFp8DenseLoStep + fold_base[0], ghi = sg * kFp8DenseHiStep + fold_base[1];
-      const uint32_t hlo = sh * kFp8DenseLoStep + fold_base[2], hhi = sh * kFp8DenseHiStep + fold_base[3];
-#pragma unroll
-      for (int st = 0; st < 2; ++st) {
-        fp8_dense_word_to_e4m3(dev::word_of(wv[u], 2 * st), glo, ghi, ab[st][0], ab[st][2]);
-        fp8_dense_word_to_e4m3(dev::word_of(wv[u], 2 * st + 1), hlo, hhi, ab[st][1], ab[st][3]);
-      }
-      dev::wgmma_fence();
-      const uint64_t d = desc0 + ((off + u * L::kXTile) >> 4);
-#pragma unroll
-      for (int st = 0; st < 2; ++st)
-        dev::wgmma_rs_e4m3_tokens<NT>(part, ab[st], d + ((2 * st * L::kChunk) >> 4), u > 0 || st > 0);
-      dev::wgmma_commit();
+    for (int st = 0; st < 2; ++st) {
+      fp8_dense_word_to_e4m3(dev::word_of(fwv[u], 2 * st), glo, ghi, ab[st][0], ab[st][2]);
+      fp8_dense_word_to_e4m3(dev::word_of(fwv[u], 2 * st + 1), hlo, hhi, ab[st][1], ab[st][3]);
     }
-    dev::wgmma_wait<0>();
+    dev::wgmma_fence();
+    const uint64_t d = desc0 + ((s * L::kStage + u * L::kXTile) >> 4);
+#pragma unroll
+    for (int st = 0; st < 2; ++st)
+      dev::wgmma_rs_e4m3_tokens<NT>(part, ab[st], d + ((2 * st * L::kChunk) >> 4), !(fresh && st == 0));
+    dev::wgmma_commit();
+  };
+  auto add_part = [&](float(&part)[NT / 2]) {
     dev::fence_accumulators(part);
 #pragma unroll
     for (int i = 0; i < NT / 2; ++i) acc[0][i] += part[i];
-    if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));
-    if (++s == S) s = 0, ph ^= 1;
+  };
+  // Stages [q, q1) of one segment. The FP8 MMAs keep ~14 bits of their own
+  // sums (docs/w4a4-fp8.md), so each stage's sum (128 K) is drained and
+  // added into the FP32 accumulators. (Session 24 measured two other
+  // schemes, both slower or no faster: every second stage drained, and a
+  // stage's sum added during the next stage from a second register set,
+  // which ptxas serializes, C7514; bench/gpu/2026-12-03-session24/call2-promotion.)
+  float part[NT / 2];
+  auto fp8_segment = [&](int& q, int q1) {
+    for (; q < q1; ++q) {
+      fp8_load_stage();
+      fp8_tile(0, part, true);
+      fp8_tile(1, part, false);
+      dev::wgmma_wait<0>();
+      add_part(part);
+      if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));  // the slot is given back
+      if (++s == S) s = 0, ph ^= 1;
+    }
   };
   auto run_stage = [&](int q) {
-    if constexpr (kFp8) return run_stage_fp8();
     dev::mbar_wait_parity(bars + 8 * s, ph);
     if constexpr (kCopiesOnly) {
       // Probe: the copies alone (the slot is given back as soon as it is full).
@@ -629,8 +643,12 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     for (int q = 0, rb = r.u0 / r.stages; q < n; ++rb) {
       const int seg0 = r.u0 + q, seg1 = min(r.u1, (rb + 1) * r.stages);
       zero_accumulators();
-      if constexpr (kFp8) set_fold_rows(rb);
-      for (; r.u0 + q < seg1; ++q) run_stage(q);
+      if constexpr (kFp8) {
+        set_fold_rows(rb);
+        fp8_segment(q, seg1 - r.u0);
+      } else {
+        for (; r.u0 + q < seg1; ++q) run_stage(q);
+      }
       dev::wgmma_wait<0>();
 #pragma unroll
       for (int m = 0; m < kSP; ++m) dev::fence_accumulators(acc[m]);
@@ -839,17 +857,19 @@ void launch_probe_mode(int mode, int ring_warps, const Params& p, const Mxfp4Dev
 
 // The FP8 variant's compiled combinations: a producer warp beside 8
 // consumer warps (2 CTAs per SM) or 16 (1 CTA per SM), 16, 32 or 64 tokens.
+template <int NT>
+void launch_fp8_pass(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+                     const Scratch& scratch, cudaStream_t stream) {
+  constexpr int kP = kRingProduction;
+  if (ring_warps == 16) return launch_pass<NT, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
+  return launch_pass<NT, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
+}
+
 void launch_fp8(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
                 const Scratch& scratch, cudaStream_t stream) {
-  constexpr int kP = kRingProduction;
-  if (ring_warps == 16) {
-    if (p.M <= 16) return launch_pass<16, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
-    if (p.M <= 32) return launch_pass<32, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
-    return launch_pass<64, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
-  }
-  if (p.M <= 16) return launch_pass<16, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
-  if (p.M <= 32) return launch_pass<32, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
-  return launch_pass<64, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
+  if (p.M <= 16) return launch_fp8_pass<16>(ring_warps, p, w, x, scratch, stream);
+  if (p.M <= 32) return launch_fp8_pass<32>(ring_warps, p, w, x, scratch, stream);
+  return launch_fp8_pass<64>(ring_warps, p, w, x, scratch, stream);
 }
 
 // Scratch: x of one pass in the MMA's layout (64 token rows at most; the FP8
@@ -943,11 +963,19 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   return true;
 }
 
-bool launch_dense_ws_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
-                         int ring_warps) {
+bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w) {
+  return dense_ws_supported(w) && w.cols <= kQuantThreads * kQuantItems * 8;
+}
+
+// Each pass quantizes x per 32 along K and writes it folded as E4M3 in the
+// MMA's layout into the stream's scratch (quantize_x_fp8_kernel), then
+// kernel 11's FP8 variant multiplies it with w.fp8_codes (stream-K with a
+// producer warp; ring_warps 8 or 16, 0 = the auto rule's).
+bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
+                    int ring_warps) {
   if (!w.fp8_codes || !w.row_smax)
     fail_input("mxfp4_gemm: W4A4 on FP8 MMAs needs the weight's FP8 dense layout (pack_fp8_dense_device)");
-  if (!dense_ws_supported(w) || w.cols > kQuantThreads * kQuantItems * 8)
+  if (!mxfp4_fp8_dense_supported(w))
     fail_input("mxfp4_gemm: the FP8 ring kernel needs N % {} == 0, K % {} == 0 and K <= {}, got [{}, {}]", kRows,
                kStageTiles * kTileK, kQuantThreads * kQuantItems * 8, w.rows, w.cols);
   const int sms = sm_count();

@@ -68,13 +68,4 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
                      int mode = kRingProduction);
 
-// W4A4 on FP8 tensor cores (GemmConfig::fp8): each pass quantizes x per 32
-// along K to MXFP4 and writes it folded as E4M3 (host/fp8_fold.h) in the
-// MMA's layout into the stream's scratch, then kernel 11's FP8 variant
-// (stream-K with a producer warp; ring_warps 8 or 16, 0 = the auto rule's)
-// multiplies it with w.fp8_codes. Needs w.fp8_codes and w.row_smax
-// (pack_fp8_dense_device, no slow blocks). False as launch_dense_ws.
-bool launch_dense_ws_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
-                         int ring_warps);
-
 }  // namespace mx::cuda

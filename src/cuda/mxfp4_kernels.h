@@ -118,6 +118,18 @@ struct GemmConfig {
 void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                 cudaStream_t stream, GemmConfig config = {});
 
+// W4A4 on FP8 tensor cores (GemmConfig::fp8 forces it through mxfp4_gemm):
+// y = quantize(x) * W^T with both operands' block scales folded into E4M3
+// (docs/w4a4-fp8.md "Dense"), for a weight with its FP8 layout
+// (w.fp8_codes, w.row_smax). x is BF16: raw activations, or already
+// quantize-dequantized ones (the quantizer is idempotent: same codes). Any
+// M (passes of 64 tokens). False, nothing launched, when the stream's
+// scratch would have to grow inside a capture: the caller then runs the
+// BF16 kernels on quantize-dequantized x.
+bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w);  // N % 128, K % 128, K <= 32768
+bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
+                    int ring_warps = 0);
+
 // W4A4 activations: xq = quantize-dequantize(x) per 32 along K, bit-exact to
 // host/mxfp4_reference.h (qdq_block_reference). K % 32 == 0. In place is fine.
 void mxfp4_qdq_activations(const uint16_t* x, uint16_t* xq, int M, int K, cudaStream_t stream);

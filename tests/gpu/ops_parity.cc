@@ -678,6 +678,43 @@ void w4a4_prefill_cases(Harness& h, Ops& cpu4) {
   }
 }
 
+// Dense W4A4 linears with --w4a4-mma fp8 against the CPU's W4A4 linear: the
+// FP8 ring kernel where fp8_dense_chosen takes the shape (33..64 tokens on
+// any row count, 12..32 with a 256-row block per SM), the BF16 kernels
+// elsewhere; a weight with a block 20 binades under its row's largest scale
+// keeps BF16 (warned). The FP8 path must have run.
+void w4a4_fp8_dense_cases(Harness& h, Ops& cpu4) {
+  cuda::CudaOpsOptions opt;
+  opt.poison_outputs = true;
+  opt.w4a4_mma = parse_w4a4_mma("fp8");
+  cuda::CudaOps gpu4(ActivationMode::W4A4, opt);
+  const int64_t wide = int64_t(cuda::sm_count()) * 256;
+  struct Case {
+    int64_t M, N, K;
+    bool bias, far_block;
+  };
+  for (const Case& c : {Case{40, 1024, 1024, false, false}, Case{64, 2048, 2048, true, false},
+                        Case{16, wide, 512, false, false}, Case{12, wide, 256, true, false},
+                        Case{100, 1024, 512, false, false}, Case{8, 1024, 512, false, false},
+                        Case{64, 1024, 512, false, true}}) {
+    LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, c.N, c.K, c.bias, true);
+    if (c.far_block) {
+      uint8_t* sc = lw.scale.data<uint8_t>();
+      sc[0] = uint8_t(std::max(0, int(sc[1]) - 20));  // row 0, block 0: beyond the fold table
+    }
+    Tensor x = random_f32({c.M, c.K});
+    Tensor g = gpu4.to_host(gpu4.linear(gpu4.to_device(x), lw));
+    h.out_.push_back(compare_values("linear",
+                                    fmt::format("mxfp4 W4A4 --w4a4-mma fp8 M{} N{} K{}{}{}", c.M, c.N, c.K,
+                                                c.bias ? " +bias" : "", c.far_block ? " (a far block: BF16)" : ""),
+                                    g.data<float>(), cpu4.linear(x, lw).data<float>(), g.numel(), kBf16Output));
+  }
+  // Four of the shapes above take the FP8 kernel: a run that never did fails.
+  Result r{"linear", fmt::format("--w4a4-mma fp8: dense runs on FP8 MMAs {} (want 4)", gpu4.fp8_dense_runs()),
+           gpu4.fp8_dense_runs() == 4 ? 0.0 : 1.0, 0.5, true, ""};
+  h.out_.push_back(r);
+}
+
 // ---- whole models ----
 
 std::string checkpoint_checksum(const std::filesystem::path& dir) {  // tests/unit/model/model_test_util.cc
@@ -891,6 +928,7 @@ int main(int argc, char** argv) {
         mx::graph_cases(h);
         mx::print(op_results, op_printed, "ops");
         mx::w4a4_prefill_cases(h, *cpu4);
+        mx::w4a4_fp8_dense_cases(h, *cpu4);
         mx::print(op_results, op_printed, "ops");
       }
     }

@@ -5,6 +5,8 @@
 //                             F32 accumulate and output
 //   MXFP4 (N%16, K%64)     -> the kernel layout (host/mxfp4_layout.h), mxfp4_gemm
 //                             on BF16 activations; W4A4 quantize-dequantizes x
+//                             (with --w4a4-mma fp8 also the FP8 dense layout,
+//                             mxfp4_gemm_fp8 where fp8_dense_chosen)
 //   FP8 block, INT4 group,
 //   MXFP4 of other shapes  -> dequantized to BF16 once, the BF16 path
 // With CudaOpsOptions::f32_activations Dense BF16 keeps F32 activations
@@ -13,9 +15,12 @@
 #include <cublas_v2.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
+#include "cuda/device_info.h"
+#include "cuda/host/dense_ring_plan.h"
 #include "cuda/host/mxfp4_layout.h"
 #include "cuda/mxfp4_kernels.h"
 
@@ -58,6 +63,8 @@ const CudaOps::CachedLinear& CudaOps::device_linear(const LinearWeight& w) {
                "linear", "upload MXFP4 scales");
     cl.big_scales = p.big_scales;
     check_cuda(cudaStreamSynchronize(stream_), "linear", "MXFP4 upload");  // p dies here
+    // MoeConfig::w4a4_mma 2 and 3 are FP8 (--w4a4-mma fp8, fp8-256).
+    if (mode_ == ActivationMode::W4A4 && w.quantize_input && options_.w4a4_mma >= 2) prepare_fp8_dense(cl, w);
   } else if (w.format == WeightFormat::Dense && w.weight.dtype() == DType::BF16) {
     MX_CHECK(w.weight.numel() == N * K, "linear {}: weight {} for [{}, {}]", w.name, w.weight.describe(), N, K);
     cl.kind = CachedLinear::Kind::Bf16;
@@ -138,7 +145,18 @@ Tensor CudaOps::linear_on(const Tensor& x, const CachedLinear& cl, const LinearW
   if (cl.kind == CachedLinear::Kind::Mxfp4) {
     Mxfp4DeviceWeight dw{cl.weight.data<uint8_t>(), cl.scales.data<uint8_t>(), N, K, cl.big_scales};
     Tensor yb = fresh(DType::BF16, {M, N});
-    run_mxfp4_gemm(dw, bf16(xb), int(M), bf16(yb));
+    // W4A4 on FP8 tensor cores where it was measured faster: xb holds the
+    // quantize-dequantized x, which the FP8 kernel's quantizer turns into the
+    // same codes. Inside a capture before the stream's scratch grew, the
+    // BF16 kernels on the same xb (the same contract).
+    const bool fp8 = w4a4 && cl.fp8_codes.defined() && !options_.mxfp4_gemm_kernel &&
+                     fp8_dense_chosen(N, int(M), sm_count());
+    if (fp8) {
+      dw.fp8_codes = cl.fp8_codes.data<uint8_t>();
+      dw.row_smax = cl.row_smax.data<uint8_t>();
+    }
+    if (fp8 && mxfp4_gemm_fp8(dw, bf16(xb), int(M), bf16(yb), stream_)) ++fp8_dense_runs_;
+    else run_mxfp4_gemm(dw, bf16(xb), int(M), bf16(yb));
     launch_bf16_to_f32_bias(bf16(yb), bias, M, N, f32(y), stream_);
     check_launch("linear");
     return y;
@@ -185,6 +203,29 @@ Tensor CudaOps::head_matmul(const Tensor& x_in, const Tensor& w_in, bool transpo
                "head_matmul (batched SGEMM)");
   check_launch("head_matmul");
   return y;
+}
+
+void CudaOps::prepare_fp8_dense(CachedLinear& cl, const LinearWeight& w) {
+  const int64_t N = w.out_features, K = w.in_features;
+  Mxfp4DeviceWeight dw{cl.weight.data<uint8_t>(), cl.scales.data<uint8_t>(), N, K, cl.big_scales};
+  if (!mxfp4_fp8_dense_supported(dw)) return;
+  Tensor codes = fresh(DType::U8, {cl.weight.numel()});
+  Tensor row_smax = fresh(DType::U8, {N});
+  Tensor slow = fresh(DType::I32, {1});
+  pack_fp8_dense_device(dw, codes.data<uint8_t>(), row_smax.data<uint8_t>(), reinterpret_cast<int*>(slow.raw()),
+                        stream_);
+  int slow_blocks = 0;
+  check_cuda(cudaMemcpyAsync(&slow_blocks, slow.raw(), sizeof(int), cudaMemcpyDeviceToHost, stream_), "linear",
+             "FP8 layout");
+  check_cuda(cudaStreamSynchronize(stream_), "linear", "FP8 layout");
+  if (slow_blocks) {
+    log::warn("linear {}: {} blocks lie more than 11 binades below their row's largest scale, beyond the FP8 fold table: "
+         "its W4A4 stays on BF16 MMAs",
+         w.name, slow_blocks);
+    return;
+  }
+  cl.fp8_codes = std::move(codes);
+  cl.row_smax = std::move(row_smax);
 }
 
 void CudaOps::run_mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y) {

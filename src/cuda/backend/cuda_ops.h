@@ -77,6 +77,8 @@ class CudaOps : public Ops {
   // on the automatic choice; kernel_choice.h).
   size_t refused_forced_gemm_shapes() const { return refused_gemm_.size(); }
   size_t refused_forced_moe_sizes() const { return refused_moe_.size(); }
+  // Dense W4A4 linears run on FP8 tensor cores so far (--w4a4-mma fp8).
+  size_t fp8_dense_runs() const { return fp8_dense_runs_; }
   // A device copy of a host tensor (a device tensor is returned as is).
   Tensor to_device(const Tensor& t);
 
@@ -141,6 +143,9 @@ class CudaOps : public Ops {
     Tensor scales;           // MXFP4 kernel-layout scales
     bool big_scales = false;
     Tensor bias;             // F32 [N] or undefined
+    // W4A4 with --w4a4-mma fp8: the FP8 dense layout of the codes and each
+    // row's largest scale (pack_fp8_dense_device), or undefined.
+    Tensor fp8_codes, row_smax;
   };
   // One MoE layer's MXFP4 experts in fused_moe_decode's layout (cuda_moe.cc).
   struct PackedMoe {
@@ -168,6 +173,10 @@ class CudaOps : public Ops {
   // mxfp4_gemm / fused_moe_decode with options_'s forced kernel where it takes
   // the shape, else auto (kernel_choice.h).
   void run_mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y);
+  // The FP8 dense layout of an MXFP4 linear's packed codes (W4A4 with
+  // --w4a4-mma fp8), when the kernel takes its shape and every block is
+  // within reach of the kernel's fold table.
+  void prepare_fp8_dense(CachedLinear& cl, const LinearWeight& w);
   void run_fused_moe(const MoeWeights& w, const uint16_t* x, const int* ids, const float* weights, int T, int topk,
                      float* out, void* workspace);
   Tensor fused_moe_generic(const Tensor& x, const std::vector<ExpertWeights>& experts, const MoeRouting& r);
@@ -197,6 +206,7 @@ class CudaOps : public Ops {
   std::map<const uint8_t*, CachedLinear> linears_;
   std::map<const uint8_t*, std::unique_ptr<PackedMoe>> moes_;
   RefusedShapes refused_gemm_, refused_moe_;
+  size_t fp8_dense_runs_ = 0;
   std::map<std::vector<float>, Tensor> rope_freqs_;
   Tensor cublas_workspace_;  // fixed, so cuBLAS allocates nothing inside a capture
   // Declared after the stream owner: destroyed (recordings, capture) before it.

@@ -38,6 +38,17 @@ TEST(DenseRingPlan, EveryAutomaticPlanIsOneTheKernelInstantiates) {
         }
 }
 
+// W4A4 on FP8 MMAs where session 24 measured it faster: every measured
+// shape keeps its side, nothing outside 12..64 tokens.
+TEST(DenseRingPlan, Fp8DenseTakesTheShapesItWonOn) {
+  for (int M : {12, 16, 32, 64}) EXPECT_TRUE(fp8_dense_chosen(36864, M, 132)) << M;
+  for (int M : {12, 16, 32}) EXPECT_FALSE(fp8_dense_chosen(7168, M, 132)) << M;
+  EXPECT_TRUE(fp8_dense_chosen(7168, 64, 132));
+  EXPECT_FALSE(fp8_dense_chosen(4096, 16, 132));
+  EXPECT_TRUE(fp8_dense_chosen(4096, 64, 132));
+  for (int M : {1, 8, 11, 65, 512}) EXPECT_FALSE(fp8_dense_chosen(36864, M, 132)) << M;
+}
+
 TEST(DenseRingPlan, MeasuredShapesKeepTheirPlans) {
   // H200 (132 SMs), bench/gpu/2026-12-01-session8/final/: 36864x7168 (288
   // blocks, 56 stages) at 32 / 64 tokens on 16 consumer warps, 7168x18432 (56
