@@ -56,10 +56,13 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
 #include "cuda/device_info.h"
+#include "cuda/host/fp8_dense_layout.h"
+#include "cuda/host/fp8_fold.h"
 #include "cuda/host/mxfp4_reference.h"
 #include "cuda/mxfp4_gemm_ws.h"
 #include "cuda/mxfp4_kernels.h"
@@ -142,6 +145,50 @@ void check_quantizer(cudaStream_t s) {
   for (size_t i = 0; i < x.size(); ++i) diff += got[i] != want[i];
   emit_bitexact("w4a4_quantizer", "64x7168", M, "bitexact", diff, diff == 0 ? "bit-exact" : "MISMATCH");
   if (diff) std::printf("QUANTIZER MISMATCH: %ld of %zu values differ\n", diff, x.size());
+}
+
+// The dense FP8 path's activation quantizer (quantize_x_fp8) against the
+// host reference, byte for byte: MXFP4 codes and scales of every 32-block,
+// folded into E4M3 relative to the largest scale of its stage (128 K) at
+// their place in the ring's B layout (fp8_dense_mma_col), rows M..NT-1
+// zero, and the (stage, row) unfold factors; random and adversarial blocks,
+// long K.
+void check_dense_fp8_quantizer(cudaStream_t s) {
+  for (auto [M, NT, K] : {std::tuple{13, 16, 7168}, std::tuple{32, 32, 18432}, std::tuple{61, 64, 2048}}) {
+    const std::vector<uint16_t> x = quantizer_check_input(M, K, next_seed(), 64);
+    const int stages = K / 128;
+    // A stage: 2 K tiles of NT x 64 bytes, then NT floats padded to 128 bytes.
+    const size_t stage_bytes = size_t(NT) * 128 + (NT * 4 + 127) / 128 * 128;
+    DeviceBuffer<uint16_t> dx(x.size());
+    DeviceBuffer<uint8_t> xp(stages * stage_bytes);
+    dx.upload(x);
+    CK(cudaMemsetAsync(xp.p, 0xAB, xp.n, s));
+    quantize_x_fp8(dx.p, M, NT, K, xp.p, s);
+    const std::vector<uint8_t> got = xp.download();
+    long bad = 0;
+    for (int n = 0; n < NT; ++n)
+      for (int st = 0; st < stages; ++st) {
+        QuantizedBlock blocks[4];
+        int smax = 0;
+        if (n < M)
+          for (int b = 0; b < 4; ++b) {
+            blocks[b] = quantize_block_reference(&x[size_t(n) * K + size_t(st) * 128 + b * 32]);
+            smax = std::max(smax, int(blocks[b].scale));
+          }
+        const uint8_t* stage = got.data() + st * stage_bytes;
+        float factor;
+        std::memcpy(&factor, stage + size_t(NT) * 128 + n * 4, 4);
+        bad += factor != (n < M ? fold_unscale(smax) : 0.f);
+        for (int kin = 0; kin < 128; ++kin) {
+          const int mma = fp8_dense_mma_col(kin % 64);
+          const QuantizedBlock& qb = blocks[kin / 32];
+          const uint8_t want = n < M ? fold_code_reference(qb.codes[kin % 32], qb.scale - smax) : uint8_t(0);
+          bad += stage[((size_t(kin / 64) * 4 + mma / 16) * NT + n) * 16 + mma % 16] != want;
+        }
+      }
+    const std::string shape = std::to_string(M) + "x" + std::to_string(K) + " NT" + std::to_string(NT);
+    emit_bitexact("dense_fp8_quantizer", shape.c_str(), M, "bitexact", bad, bad == 0 ? "bit-exact" : "MISMATCH");
+  }
 }
 
 struct Shape {
@@ -528,6 +575,11 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
             c.x = x.p;
             cases.push_back(c);
           }
+          // Probe: the FP8 GEMM alone, on the x its scratch holds (quantized by the check above).
+          ChainCase probe = chain_case("PROBE FP8 ring without its quantizer, auto warps", 0, 0);
+          probe.cfg.fp8 = 2;
+          probe.x = x.p;
+          cases.push_back(probe);
           emit_chain_rows(weight, xin, M, y, ref, base, s, cases);
         } else {
         cases.insert(cases.end(), {chain_case("auto kernel, PDL", 1, 0), chain_case("auto kernel, no PDL", -1, -1)});
@@ -683,6 +735,7 @@ int main(int argc, char** argv) {
       bench_dense({"mla_o_proj", 7168, 8192}, {1, 16}, s, false);
       bench_dense({"mla_q_b_proj", 12288, 1536}, {1, 16}, s, false);
     } else if (g_dense_fp8) {
+      check_dense_fp8_quantizer(s);
       bench_dense({"dense_gate_up", 36864, 7168}, {12, 16, 32, 64}, s, false);
       bench_dense({"dense_down", 7168, 18432}, {12, 16, 32, 64}, s, false);
       bench_dense({"expert_gate_up", 4096, 7168}, {16, 64}, s, false);

@@ -291,6 +291,12 @@ __device__ __forceinline__ uint32_t lds32(uint32_t a) {
   return v;
 }
 
+__device__ __forceinline__ float2 lds_f32x2(uint32_t a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a));
+  return v;
+}
+
 // Programmatic dependent launch (sm_90): let the next kernel in the stream
 // start its prologue now / wait here until the previous kernel finished and
 // its writes are visible. Both are no-ops when the launch did not ask for it.

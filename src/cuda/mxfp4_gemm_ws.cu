@@ -74,6 +74,13 @@ constexpr int kRows = kWarps * kStripRows;  // 128
 constexpr int kStageTiles = 2;              // K tiles per ring stage
 constexpr int kMaxTokens = 64;
 
+// FP8: a stage's activations in the scratch (and in a ring slot) are its
+// two K tiles of E4M3 B, then the stage's unfold factors of the NT tokens
+// (padded to 128 bytes: the weights' tensor copies that follow in the slot
+// want 128-byte alignment). One bulk copy brings both.
+constexpr int fp8_xs_bytes(int NT) { return (NT * 4 + 127) / 128 * 128; }
+constexpr int fp8_x_stage_bytes(int NT) { return kStageTiles * 4 * NT * 16 + fp8_xs_bytes(NT); }
+
 // Ring for kCtas resident CTAs per SM (1, 2 or 3), NT token rows, kSP
 // strips per warp and kW consumer warps (the CTA's row block is 16 kW kSP
 // rows). 16 consumer warps run one CTA per SM with the largest ring. kFp8:
@@ -88,7 +95,8 @@ struct Layout {
   static constexpr int kXTile = (kFp8 ? 4 : 8) * kChunk;   // B of one 64-wide K tile
   static constexpr int kCodes = kStageTiles * kTileCodeBytes;    // one strip's codes per stage
   static constexpr int kScales = kStageTiles * kTileScaleBytes;  // and its scales
-  static constexpr int kCodeOff = kStageTiles * kXTile;
+  static constexpr int kXsOff = kStageTiles * kXTile;  // FP8: the stage's unfold factors
+  static constexpr int kCodeOff = kFp8 ? fp8_x_stage_bytes(NT) : kStageTiles * kXTile;
   static constexpr int kScaleOff = kCodeOff + kStrips * kCodes;
   static constexpr int kStage = kScaleOff + kStrips * kScales;
   static constexpr int kStageBytes = kStage;  // what a stage's copies deliver
@@ -116,55 +124,52 @@ __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restri
   dev::store_row_tile_chunks(xp, j, NT, n, out);
 }
 
-// W4A4 on FP8 MMAs: row n of x quantized per 32-block to MXFP4 (bit-exact
-// to the reference quantizer), folded into E4M3 relative to the row's
-// largest scale (host/fp8_fold.h) and written in the FP8 MMA's K order
-// (fp8_dense_mma_col) into the chunk layout [K tile][16-wide chunk][NT
-// rows][16 bytes]; the row's unfold factor into xunscale[n] (rows M..NT-1:
-// zeros, factor 0). One CTA per row, the row held in registers (K <= 8
-// pieces per thread: 32768), so x is read once.
-constexpr int kQuantThreads = 512, kQuantItems = 8;
+// W4A4 on FP8 MMAs: x quantized per 32-block to MXFP4 (bit-exact to the
+// reference quantizer) and folded into E4M3 per ring stage of 128 K
+// (host/fp8_fold.h with the stage's four blocks as the "row": d = s - the
+// stage's largest scale), written in the FP8 MMA's K order
+// (fp8_dense_mma_col) into the chunk layout [stage][K tile][16-wide
+// chunk][NT rows][16 bytes], each stage followed by its tokens' unfold
+// factors (fp8_x_stage_bytes; rows M..NT-1: zeros, factor 0); the GEMM
+// applies them when it adds a stage's sum into FP32. Thread = 8 values; a stage of a
+// token is 16 lanes, so nothing waits for a whole row: a launch of small
+// CTAs that fits beside the GEMM's on an SM. (Folding per token row needed
+// the row's largest scale first: one CTA per row, 512 threads held in
+// registers, could not share an SM with the GEMM's CTA and cost 1.5-4.5 us
+// in a chain of launches, a cluster of 8 CTAs per row more; session 24.)
+constexpr int kQuantThreads = 256;
+constexpr int kQuantMaxK = 32768;  // the GEMM's K limit for this path (scratch)
 template <int NT>
 __global__ void __launch_bounds__(kQuantThreads) quantize_x_fp8_kernel(const uint16_t* __restrict__ x,
-                                                                        uint8_t* __restrict__ xp,
-                                                                        float* __restrict__ xunscale, int M, int K) {
+                                                                        uint8_t* __restrict__ xp, int M, int K) {
   dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
-  __shared__ uint32_t warp_max[kQuantThreads / 32];
-  const int n = blockIdx.x, pieces = K / 8;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(n) * K);
-  uint4 v[kQuantItems];
-  int sb[kQuantItems];
-  uint32_t local_max = 0;
-#pragma unroll
-  for (int i = 0; i < kQuantItems; ++i) {
-    const int p = threadIdx.x + i * kQuantThreads;
-    v[i] = n < M && p < pieces ? xr[p] : make_uint4(0, 0, 0, 0);
-  }
-#pragma unroll
-  for (int i = 0; i < kQuantItems; ++i) {
-    sb[i] = dev::fp8_piece_scale(v[i]);
-    if (threadIdx.x + i * kQuantThreads < pieces) local_max = max(local_max, uint32_t(sb[i]));
-  }
-  local_max = __reduce_max_sync(0xffffffffu, local_max);
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = local_max;
-  __syncthreads();
-  int smax = 0;
-#pragma unroll
-  for (int w = 0; w < kQuantThreads / 32; ++w) smax = max(smax, int(warp_max[w]));
-#pragma unroll
-  for (int i = 0; i < kQuantItems; ++i) {
-    const int p = threadIdx.x + i * kQuantThreads;
-    if (p >= pieces) break;
-    uint32_t b[8];
-    dev::fp8_piece_fold(v[i], sb[i], smax, b);
-    // Real columns 16t + 8s + {0..3} go to chunk 2s, + {4..7} to chunk
-    // 2s + 1, bytes 4t .. 4t + 3 of the row (fp8_dense_mma_col).
-    const int k0 = 8 * p, j = k0 / kTileK, t = (k0 >> 4) & 3, s2 = 2 * ((k0 >> 3) & 1);
-    uint8_t* dst = xp + ((size_t(j) * 4 + s2) * NT + n) * 16 + 4 * t;
-    *reinterpret_cast<uint32_t*>(dst) = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
-    *reinterpret_cast<uint32_t*>(dst + NT * 16) = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
-  }
-  if (threadIdx.x == 0) xunscale[n] = n < M ? fold_unscale(smax) : 0.f;
+  const int pieces = K / 8;          // a multiple of 16: whole stages
+  const int64_t id = int64_t(blockIdx.x) * kQuantThreads + threadIdx.x;
+  const bool valid = id < int64_t(NT) * pieces;
+  const int n = valid ? int(id / pieces) : 0, p = valid ? int(id % pieces) : 0;
+  const uint4 v = valid && n < M ? reinterpret_cast<const uint4*>(x + size_t(n) * K)[p] : make_uint4(0, 0, 0, 0);
+  const int sb = dev::fp8_piece_scale(v);  // every lane takes part in the shuffles
+  int smax = max(sb, __shfl_xor_sync(0xffffffffu, sb, 4));
+  smax = max(smax, __shfl_xor_sync(0xffffffffu, smax, 8));  // the 16 lanes of the stage
+  if (!valid) return;
+  uint32_t b[8];
+  dev::fp8_piece_fold(v, sb, smax, b);
+  // Real columns 16t + 8s + {0..3} go to chunk 2s, + {4..7} to chunk 2s + 1,
+  // bytes 4t .. 4t + 3 of the row (fp8_dense_mma_col).
+  const int k0 = 8 * p, j = k0 / kTileK, t = (k0 >> 4) & 3, s2 = 2 * ((k0 >> 3) & 1);
+  uint8_t* stage = xp + size_t(j / kStageTiles) * fp8_x_stage_bytes(NT);
+  uint8_t* dst = stage + (((j % kStageTiles) * 4 + s2) * NT + n) * 16 + 4 * t;
+  *reinterpret_cast<uint32_t*>(dst) = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
+  *reinterpret_cast<uint32_t*>(dst + NT * 16) = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
+  if (p % 16 == 0)
+    reinterpret_cast<float*>(stage + kStageTiles * 4 * NT * 16)[n] = n < M ? fold_unscale(smax) : 0.f;
+}
+
+template <int NT>
+void launch_quantize_x_fp8(const uint16_t* x, int M, int K, uint8_t* xp, cudaStream_t stream) {
+  const int64_t threads = int64_t(NT) * (K / 8);
+  quantize_x_fp8_kernel<NT><<<unsigned((threads + kQuantThreads - 1) / kQuantThreads), kQuantThreads, 0, stream>>>(
+      x, xp, M, K);
 }
 
 // Kernel arguments. The weights are read through two 2-D tensor maps of
@@ -178,9 +183,9 @@ struct Params {
   float* partials;     // stream-K: [CTA][warp][float4 i < kSP x NT / 8][lane], a contributor's part
   int* counters;       // stream-K: [row block][warp] contributors' counts, reset by the owner: zero between launches
   // W4A4 on FP8 MMAs (null otherwise): each weight row's largest scale byte
-  // and each token's unfold factor; y = sum * fold_unscale(row_smax) * xunscale.
+  // (the activations' unfold factors come with each stage's B: a stage's
+  // sum is added as sum * factor, y = acc * fold_unscale(row_smax)).
   const uint8_t* row_smax = nullptr;
-  const float* xunscale = nullptr;
   int M, N, K;
 };
 
@@ -207,7 +212,7 @@ struct Filler {
   using L = Layout<NT, kCtas, kSP, kW, kFp8>;
   static constexpr bool kWeights = kMode != kRingProbeBOnly;
   static constexpr bool kActs = kMode != kRingProbeWeightsOnly && kMode != kRingProbeWeightsNoFlush;
-  static constexpr uint32_t kBBytes = kStageTiles * L::kXTile;
+  static constexpr uint32_t kBBytes = L::kCodeOff;  // B (and, FP8, the unfold factors)
   static constexpr uint32_t kBytes = (kWeights ? L::kStageBytes - kBBytes : 0) + (kActs ? kBBytes : 0);
   int rb, j, stages;  // next unit's row block and stage
 
@@ -220,7 +225,7 @@ struct Filler {
   }
   __device__ __forceinline__ void acts(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
     if (!kActs) return;
-    dev::bulk_copy_g2s(smem0 + slot * L::kStage, p.xp + size_t(j) * kStageTiles * L::kXTile, kBBytes,
+    dev::bulk_copy_g2s(smem0 + slot * L::kStage, p.xp + size_t(j) * kBBytes, kBBytes,
                        bars + 8 * slot);
   }
   __device__ __forceinline__ void next() {
@@ -236,10 +241,10 @@ __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&a
 #pragma unroll
   for (int m = 0; m < kSP; ++m) {
     const size_t row = (size_t(rb) * kSP * kW + m * kW + warp) * kStripRows + g;
-    // FP8: the folded sums times both rows' unfold factors (two multiplies
-    // keep each factor a normal float, host/fp8_fold.h).
+    // FP8: the sums (the activations' factors applied per stage) times the
+    // weight rows' unfold factors.
     float wf[2] = {1.f, 1.f};
-    if (p.xunscale) wf[0] = fold_unscale(p.row_smax[row]), wf[1] = fold_unscale(p.row_smax[row + 8]);
+    if (p.row_smax) wf[0] = fold_unscale(p.row_smax[row]), wf[1] = fold_unscale(p.row_smax[row + 8]);
 #pragma unroll
     for (int i = 0; i < NT / 8; ++i)
 #pragma unroll
@@ -247,7 +252,7 @@ __device__ __forceinline__ void store_y(const Params& p, int rb, const float (&a
         const int tk = 8 * i + 2 * t + (c & 1);
         if (tk >= p.M) continue;
         float v = acc[m][4 * i + c];
-        if (p.xunscale) v = v * wf[c >> 1] * p.xunscale[tk];
+        if (p.row_smax) v *= wf[c >> 1];
         p.y[size_t(tk) * p.N + row + 8 * (c >> 1)] = dev::float_to_bf16_bits(v);
       }
   }
@@ -546,10 +551,17 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       dev::wgmma_rs_e4m3_tokens<NT>(part, ab[st], d + ((2 * st * L::kChunk) >> 4), !(fresh && st == 0));
     dev::wgmma_commit();
   };
+  // acc += part * the stage's unfold factors of this lane's tokens (8i + 2t
+  // and + 1, read from the slot per i: all at once they spilled at 64 tokens).
   auto add_part = [&](float(&part)[NT / 2]) {
     dev::fence_accumulators(part);
+    const uint32_t xs = smem0 + s * L::kStage + L::kXsOff + 8 * t;
 #pragma unroll
-    for (int i = 0; i < NT / 2; ++i) acc[0][i] += part[i];
+    for (int i = 0; i < NT / 8; ++i) {
+      const float2 f = dev::lds_f32x2(xs + 32 * i);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[0][4 * i + c] = fmaf(part[4 * i + c], (c & 1) ? f.y : f.x, acc[0][4 * i + c]);
+    }
   };
   // Stages [q, q1) of one segment. The FP8 MMAs keep ~14 bits of their own
   // sums (docs/w4a4-fp8.md), so each stage's sum (128 K) is drained and
@@ -742,10 +754,9 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
     Mxfp4DeviceWeight folded = w;
     folded.codes = w.fp8_codes;
     encode_weight_maps(p, folded, L::kStrips);
-    float* xunscale = reinterpret_cast<float*>(scratch.xp + size_t(NT) * p.K);
-    quantize_x_fp8_kernel<NT><<<NT, kQuantThreads, 0, stream>>>(x, scratch.xp, xunscale, p.M, p.K);
+    // x null: a timing probe on the scratch's last quantized x (mxfp4_gemm_fp8).
+    if (x) launch_quantize_x_fp8<NT>(x, p.M, p.K, scratch.xp, stream);
     p.row_smax = w.row_smax;
-    p.xunscale = xunscale;
   } else {
     encode_weight_maps(p, w, L::kStrips);
     const int threads = NT * (p.K / kTileK);
@@ -963,8 +974,18 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   return true;
 }
 
+void quantize_x_fp8(const uint16_t* x, int M, int NT, int K, uint8_t* xp, cudaStream_t stream) {
+  if (K <= 0 || K % (kStageTiles * kTileK) || K > kQuantMaxK || M < 1 || M > NT)
+    fail_input("quantize_x_fp8: K={} (multiple of {}, <= {}), M={} (1..NT)", K, kStageTiles * kTileK, kQuantMaxK, M);
+  if (NT == 16) launch_quantize_x_fp8<16>(x, M, K, xp, stream);
+  else if (NT == 32) launch_quantize_x_fp8<32>(x, M, K, xp, stream);
+  else if (NT == 64) launch_quantize_x_fp8<64>(x, M, K, xp, stream);
+  else fail_input("quantize_x_fp8: NT is 16, 32 or 64, got {}", NT);
+  MX_CUDA_CHECK(cudaGetLastError());
+}
+
 bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w) {
-  return dense_ws_supported(w) && w.cols <= kQuantThreads * kQuantItems * 8;
+  return dense_ws_supported(w) && w.cols <= kQuantMaxK;
 }
 
 // Each pass quantizes x per 32 along K and writes it folded as E4M3 in the
@@ -977,7 +998,7 @@ bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
     fail_input("mxfp4_gemm: W4A4 on FP8 MMAs needs the weight's FP8 dense layout (pack_fp8_dense_device)");
   if (!mxfp4_fp8_dense_supported(w))
     fail_input("mxfp4_gemm: the FP8 ring kernel needs N % {} == 0, K % {} == 0 and K <= {}, got [{}, {}]", kRows,
-               kStageTiles * kTileK, kQuantThreads * kQuantItems * 8, w.rows, w.cols);
+               kStageTiles * kTileK, kQuantMaxK, w.rows, w.cols);
   const int sms = sm_count();
   if (ring_warps == 0) ring_warps = w.rows % 256 == 0 && w.rows / 256 >= sms ? 16 : 8;
   if (ring_warps != kWarps && ring_warps != 2 * kWarps)
@@ -992,7 +1013,7 @@ bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
   for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
     p.M = std::min(kMaxTokens, M - m0);
     p.y = y + size_t(m0) * w.rows;
-    launch_fp8(ring_warps, p, w, x + size_t(m0) * w.cols, scratch, stream);
+    launch_fp8(ring_warps, p, w, x ? x + size_t(m0) * w.cols : nullptr, scratch, stream);
   }
   return true;
 }

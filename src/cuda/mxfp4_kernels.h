@@ -108,7 +108,8 @@ struct GemmConfig {
   // 1 = W4A4 on FP8 tensor cores: x is quantized to MXFP4 per 32 along K (the
   // W4A4 contract, bit-exact to the reference quantizer), both operands'
   // block scales folded into E4M3 and multiplied by kernel 11's FP8 variant
-  // (needs w.fp8_codes; ring_warps 8 or 16, 0 = the auto rule's). 0 = off.
+  // (needs w.fp8_codes; ring_warps 8 or 16, 0 = the auto rule's). 0 = off;
+  // 2 = a timing probe without the quantizer (mxfp4_gemm_fp8 with x null).
   int fp8 = 0;
 };
 
@@ -125,7 +126,8 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
 // quantize-dequantized ones (the quantizer is idempotent: same codes). Any
 // M (passes of 64 tokens). False, nothing launched, when the stream's
 // scratch would have to grow inside a capture: the caller then runs the
-// BF16 kernels on quantize-dequantized x.
+// BF16 kernels on quantize-dequantized x. x null: a timing probe that
+// reuses the stream scratch's last quantized x (one pass; bench only).
 bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w);  // N % 128, K % 128, K <= 32768
 bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
                     int ring_warps = 0);

@@ -47,16 +47,16 @@ inline RingPlan choose_ring_plan(int64_t blocks, int stages, int M, int sms) {
 
 // W4A4 on FP8 tensor cores (GemmConfig::fp8, the ring kernel's FP8 variant)
 // instead of the quantize-dequantize and the BF16 kernels, for a weight with
-// the FP8 layout (CLI --w4a4-mma fp8): H200, session 24
-// (bench/mxfp4/results-dense-fp8-2026-12-03-s24.md, graphs of 16 launches):
-// 36864x7168 at 12 / 16 / 32 / 64 tokens 43.8 / 43.9 / 46.6 / 60.2 us
-// against 45.9 / 46.7 / 52.8 / 70.1, 7168x18432 at 64 42.1 against 44.0 and
-// 4096x7168 at 64 21.4 against 25.2; fewer row blocks lose below 33 tokens
-// (7168x18432 at 12 / 16: 30.0 against 27.1 / 27.4, 4096x7168 at 16: 13.6
-// against 10.9) and tie at 32 (33.4 against 33.6). `rows` = N.
+// the FP8 layout (CLI --w4a4-mma fp8). H200, session 24, graphs of 16
+// launches (bench/mxfp4/results-dense-fp8-2026-12-03-s24.md, call 7):
+// 36864x7168 at 12 / 16 / 32 / 64 tokens 43.9 / 44.1 / 49.4 / 63.6 us
+// against 46.8 / 48.1 / 57.0 / 70.7, 7168x18432 at 32 / 64 30.9 / 39.2
+// against 33.4 / 42.7, 4096x7168 at 64 20.1 against 25.1; with fewer row
+// blocks 12-16 tokens tie or lose (7168x18432 27.2 / 27.5 against 27.2 /
+// 27.5, 4096x7168 at 16 13.0 against 10.9). `rows` = N.
 inline bool fp8_dense_chosen(int64_t rows, int M, int sms) {
   if (M < 12 || M > 64) return false;
-  return M > 32 || rows / 256 >= sms;
+  return M > 16 || rows / 256 >= sms;
 }
 
 }  // namespace mx::cuda
