@@ -143,6 +143,9 @@ template <int NT>
 __global__ void __launch_bounds__(kQuantThreads) quantize_x_fp8_kernel(const uint16_t* __restrict__ x,
                                                                         uint8_t* __restrict__ xp, int M, int K) {
   dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
+  // Launched under programmatic dependent launch: the previous kernel (x's
+  // writer, or the previous GEMM still reading xp) is done from here on.
+  dev::griddep_wait();
   const int pieces = K / 8;          // a multiple of 16: whole stages
   const int64_t id = int64_t(blockIdx.x) * kQuantThreads + threadIdx.x;
   const bool valid = id < int64_t(NT) * pieces;
@@ -168,8 +171,8 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_x_fp8_kernel(const uin
 template <int NT>
 void launch_quantize_x_fp8(const uint16_t* x, int M, int K, uint8_t* xp, cudaStream_t stream) {
   const int64_t threads = int64_t(NT) * (K / 8);
-  quantize_x_fp8_kernel<NT><<<unsigned((threads + kQuantThreads - 1) / kQuantThreads), kQuantThreads, 0, stream>>>(
-      x, xp, M, K);
+  launch_with(quantize_x_fp8_kernel<NT>, dim3(unsigned((threads + kQuantThreads - 1) / kQuantThreads)), kQuantThreads,
+              0, stream, LaunchAttrs{true}, x, xp, M, K);
 }
 
 // Kernel arguments. The weights are read through two 2-D tensor maps of
@@ -421,6 +424,10 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
     f.acts(p, smem0, bars, slot);
     if (++slot == S) slot = 0, parity ^= 1;
   }
+  // Every copy is out: a next kernel launched with programmatic dependent
+  // launch (the FP8 variant's quantizer of the next call) may start; it
+  // waits for this grid before it writes anything.
+  dev::griddep_launch_dependents();
 }
 
 // kStreamK: grid of resident CTAs, each an equal range of units (row blocks

@@ -48,12 +48,13 @@ inline RingPlan choose_ring_plan(int64_t blocks, int stages, int M, int sms) {
 // W4A4 on FP8 tensor cores (GemmConfig::fp8, the ring kernel's FP8 variant)
 // instead of the quantize-dequantize and the BF16 kernels, for a weight with
 // the FP8 layout (CLI --w4a4-mma fp8). H200, session 24, graphs of 16
-// launches (bench/mxfp4/results-dense-fp8-2026-12-03-s24.md, call 7):
-// 36864x7168 at 12 / 16 / 32 / 64 tokens 43.9 / 44.1 / 49.4 / 63.6 us
-// against 46.8 / 48.1 / 57.0 / 70.7, 7168x18432 at 32 / 64 30.9 / 39.2
-// against 33.4 / 42.7, 4096x7168 at 64 20.1 against 25.1; with fewer row
-// blocks 12-16 tokens tie or lose (7168x18432 27.2 / 27.5 against 27.2 /
-// 27.5, 4096x7168 at 16 13.0 against 10.9). `rows` = N.
+// launches (bench/mxfp4/results-dense-fp8-2026-12-03-s24.md, call 9):
+// 36864x7168 at 12 / 16 / 32 / 64 tokens 42.2 / 42.4 / 47.5 / 62.4 us
+// against 46.1 / 47.1 / 54.0 / 68.8, 7168x18432 at 32 / 64 28.7 / 38.1
+// against 33.3 / 42.9, 4096x7168 at 64 18.4 against 25.4; with fewer row
+// blocks 12-16 tokens gain little or lose (7168x18432 26.4 / 26.5 against
+// 27.2 / 27.7 in call 9, a tie in call 7; 4096x7168 at 16 12.5 against
+// 10.9), so they keep BF16. `rows` = N.
 inline bool fp8_dense_chosen(int64_t rows, int M, int sms) {
   if (M < 12 || M > 64) return false;
   return M > 16 || rows / 256 >= sms;
