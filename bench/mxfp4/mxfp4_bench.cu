@@ -657,7 +657,7 @@ int main(int argc, char** argv) {
   bool quick = false, profile = false, moe_prefill = false;
   bool w4a4_prefill = false;  // --w4a4-prefill: bench_w4a4_fp8.cu only
   bool moe_decode = false;    // --moe-decode: --decode's MoE rows only
-  bool checks = false;        // --checks: the W4A4 quantizer, the device re-layout and PDL chains, bit-exact, only
+  bool checks = false;        // --checks: the W4A4 quantizers, the device re-layout and PDL chains, bit-exact, only
   bool read_probe = false;    // --read-probe: ways of streaming a weight's bytes (read_floor_probe.h)
   bool mma_rates = false;     // --mma-rates: tensor-core and dequant instruction rates alone (mma_rates.h)
   std::vector<int> moe_tokens = {512, 2048, 8192};
@@ -722,6 +722,7 @@ int main(int argc, char** argv) {
       check_quantizer(s);
       check_device_pack(s);
       check_pdl_chain(s);
+      check_dense_fp8_quantizer(s);
     } else if (moe_prefill) {
       bench_moe(moe_tokens, s, 384);
     } else if (g_dense_small) {

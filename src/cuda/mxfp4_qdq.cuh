@@ -31,17 +31,23 @@ __device__ __forceinline__ uint16_t qdq_bf16(uint16_t h, float inv, float scale)
   return float_to_bf16_bits(mag) | (h & 0x8000);
 }
 
-// The quantize-dequantize of 8 BF16 values, one quarter of a 32-block held by
-// lanes 4k..4k+3 (blocks start at multiples of 4 lanes): the block amax meets
-// over the 4 lanes with two shuffles, so all 32 lanes of the warp must call it.
-__device__ __forceinline__ uint4 qdq_quarter(uint4 v) {
+// The |BF16| bits' maximum of a 32-block whose quarters (8 values each) are
+// held by lanes 4k..4k+3 (blocks start at multiples of 4 lanes): two
+// shuffles, so all 32 lanes of the warp must call it.
+__device__ __forceinline__ uint32_t quarter_block_amax(const uint4& v) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
   uint32_t amax = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) amax = max(amax, uint32_t(h[i] & 0x7FFF));
   amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const int e_s = qdq_scale_exponent(amax);
+  return max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+}
+
+// The quantize-dequantize of 8 BF16 values, one quarter of a 32-block
+// (quarter_block_amax: every lane of the warp calls it).
+__device__ __forceinline__ uint4 qdq_quarter(uint4 v) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
+  const int e_s = qdq_scale_exponent(quarter_block_amax(v));
   const float inv = exp2_int(-e_s), scale = exp2_int(e_s);
   uint4 o;
   uint16_t* oh = reinterpret_cast<uint16_t*>(&o);

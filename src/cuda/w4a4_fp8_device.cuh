@@ -8,6 +8,7 @@
 #include "cuda/e2m1_round.cuh"
 #include "cuda/host/fp8_fold.h"
 #include "cuda/mxfp4_device.cuh"
+#include "cuda/mxfp4_qdq.cuh"
 
 namespace mx::cuda::dev {
 
@@ -35,13 +36,7 @@ __device__ __forceinline__ void fp8_fold_table(int d, uint32_t& lo, uint32_t& hi
 // shuffles; every lane of the warp takes part, lanes without a piece with
 // zeros).
 __device__ __forceinline__ int fp8_piece_scale(const uint4& v) {
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
-  uint32_t amax = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) amax = max(amax, uint32_t(h[j] & 0x7FFF));
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const uint32_t rounded = (amax + 0x20u) & 0xFF80u;
+  const uint32_t rounded = (quarter_block_amax(v) + 0x20u) & 0xFF80u;
   return min(max(int(rounded >> 7) - 129, -127), 127) + 127;
 }
 

@@ -12,6 +12,7 @@
 #include "cuda/host/fp8_fold.h"
 #include "cuda/host/mxfp4_bits.h"
 #include "cuda/host/mxfp4_reference.h"
+#include "random_strip_tile.h"
 
 namespace mx::cuda {
 namespace {
@@ -107,20 +108,12 @@ TEST(Fp8Fold, LogicalColumnIsABijectionOfTheTile) {
 // even, a2/a3 for kk odd; byte i = MMA column 4t + i, + 16 for a2/a3), lands
 // every weight at its real column's fp8_logical_col with the folded value.
 TEST(Fp8Fold, KernelLayoutTileBecomesTheFp8OperandInLogicalOrder) {
-  std::mt19937 rng(11);
   const int K = kTileK;
-  std::vector<uint8_t> code(16 * K), scale(16 * 2);
-  for (auto& c : code) c = uint8_t(rng() % 16);
-  for (auto& s : scale) s = uint8_t(110 + rng() % 15);
-  std::vector<uint8_t> smax(16);
-  for (int r = 0; r < 16; ++r) smax[r] = row_max_scale(&scale[size_t(r) * 2], 2);
-  std::vector<uint8_t> layout(kTileCodeBytes, 0);
-  for (int r = 0; r < 16; ++r)
-    for (int k = 0; k < K; ++k) {
-      const CodeSlot sl = kernel_code_slot(r, k, K);
-      const uint32_t bits = place_code(code[size_t(r) * K + k], sl.code);
-      for (int j = 0; j < 4; ++j) layout[size_t(sl.word_byte + j)] |= uint8_t(bits >> (8 * j));
-    }
+  const RandomStripTile tile = random_strip_tile(11, 110, 15);
+  const std::vector<uint8_t>& code = tile.code;
+  const std::vector<uint8_t>& scale = tile.scale;
+  const std::vector<int>& smax = tile.smax;
+  const std::vector<uint8_t>& layout = tile.layout;
   std::vector<int> a(16 * K, -1);  // A[row][logical column], E4M3 bytes
   for (int lane = 0; lane < 32; ++lane) {
     const int g = lane >> 2, t = lane & 3, b = t >> 1;  // lane t's 16 columns: block t / 2
