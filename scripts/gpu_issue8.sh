@@ -7,7 +7,9 @@
 # (Triton dot_scaled, cuBLAS BF16, torch BF16 grouped GEMM), the correctness
 # verdict (bench/mxfp4/report.py: exit 1 on a row over its bound) and, last,
 # the targets as a short table (bench/mxfp4/scorecard.py).
-#   scripts/gpu_issue8.sh --bench MXFP4_BENCH --peers mxfp4_peers.py [--out DIR] [--no-prefill] [--no-peers] [--pack]
+#   scripts/gpu_issue8.sh --bench MXFP4_BENCH --peers mxfp4_peers.py [--out DIR] [--no-prefill] [--no-peers] [--fp8] [--pack]
+# --fp8: also the dense W4A4 rows on FP8 tensor cores (mxfp4_bench --dense-fp8, ~3 min; the
+# scorecard then judges them beside the W4A16 ones).
 # --pack: at the end, DIR's files go into DIR.tar.gz and only the scorecard stays
 # beside it (the device tool brings back about 8 files per call; session 22 lost
 # dense.log and the peers' logs to that limit).
@@ -15,7 +17,7 @@
 # binary's name on PATH after gpu_unbundle.sh, e.g. --bench mxfp4_bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bench="" peers="" out=${OUT:-/tmp/mx-issue8} prefill=1 with_peers=1 pack=0
+bench="" peers="" out=${OUT:-/tmp/mx-issue8} prefill=1 with_peers=1 pack=0 fp8=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bench) bench=$2; shift 2 ;;
@@ -24,6 +26,7 @@ while [[ $# -gt 0 ]]; do
     --no-prefill) prefill=0; shift ;;
     --no-peers) with_peers=0; shift ;;
     --pack) pack=1; shift ;;
+    --fp8) fp8=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -35,9 +38,11 @@ echo "date: $(date -u +%FT%TZ)" | tee -a "$out/gpu.txt"
 failed=0  # a bench part that dies fails the run even if the rows it wrote pass
 parts=(checks decode dense dense-small)
 [[ $prefill == 1 ]] && parts+=(moe-prefill)
+[[ $fp8 == 1 ]] && parts+=(dense-fp8)
 for part in "${parts[@]}"; do
   echo "=== mxfp4_bench --$part"
-  if ! timeout 200 "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1; then
+  limit=200; [[ $part == dense-fp8 ]] && limit=300
+  if ! timeout "$limit" "$bench" "--$part" --json "$out/$part.jsonl" >"$out/$part.log" 2>&1; then
     echo "BENCH --$part FAILED: see $part.log"; tail -5 "$out/$part.log"; failed=1
   fi
   grep -c '"kernel"' "$out/$part.jsonl" 2>/dev/null | sed 's/^/rows: /'

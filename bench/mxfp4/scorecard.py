@@ -72,6 +72,7 @@ def tflops(r):
 
 
 NOT_MEASURED = None  # the `met` of a target without a row to judge
+FP8_DENSE = "FP8 ring (quantize+gemm) auto warps"  # mxfp4_bench --dense-fp8's automatic FP8 rows
 CALLER_QUANTIZED = "x quantized by the caller"  # moe_variants.cc's label for W4A4 as CudaOps calls it
 
 
@@ -125,6 +126,18 @@ def scorecard(ours, peers):
             lines.append(("dense W4A16", f"{shape.split()[1]} M={m} ({timing})",
                           f"{r['us']:.1f} us = {ratio:.2f}x floor{at_clock(r)}{beside}", f"<= {DENSE_RATIO}x",
                           ratio <= DENSE_RATIO))
+    # The dense target for W4A4 on FP8 tensor cores (mxfp4_bench --dense-fp8;
+    # the engine with --w4a4-mma fp8), listed only where such rows exist.
+    for shape in DENSE_SHAPES:
+        fp8 = [x for x in ours if x["kernel"] == "gemm" and x["shape"] == shape and x["mode"] == "W4A4"
+               and x.get("note", "").startswith(FP8_DENSE)]
+        for m in sorted({x["M"] for x in fp8}):
+            r = pick([x for x in fp8 if x["M"] == m], prefer_graph=True)
+            ratio = r["us"] / r["floor_us"]
+            timing = "graph" if "CUDA graph" in r["note"] else "events"
+            lines.append(("dense W4A4 on FP8", f"{shape.split()[1]} M={m} ({timing})",
+                          f"{r['us']:.1f} us = {ratio:.2f}x floor{at_clock(r)}", f"<= {DENSE_RATIO}x",
+                          ratio <= DENSE_RATIO))
     for mode in ("W4A16", "W4A4"):
         r = pick([x for x in ours if x["kernel"] == "fused_moe" and x["M"] == PREFILL_TOKENS and x["mode"] == mode
                   and is_auto(x)], prefer_graph=False)
@@ -142,7 +155,7 @@ def scorecard(ours, peers):
                       f"<= {W4A16_REL_ERR:.0e}", max(gemm_err) <= W4A16_REL_ERR))
     else:
         lines.append(("W4A16 accuracy", "GEMM rows", "no checked GEMM row", f"<= {W4A16_REL_ERR:.0e}", NOT_MEASURED))
-    quant = [x for x in ours if x["kernel"] == "w4a4_quantizer"]
+    quant = [x for x in ours if x["kernel"] in ("w4a4_quantizer", "dense_fp8_quantizer")]
     if quant:
         bad = sum(max(x["unwritten"], 0) for x in quant)
         lines.append(("W4A4 quantizer", f"{len(quant)} checks", f"{bad} mismatching", "bit-exact", bad == 0))

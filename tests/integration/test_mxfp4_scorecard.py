@@ -141,3 +141,24 @@ def test_w4a4_decode_is_judged_as_the_engine_calls_it_when_the_row_exists(tmp_pa
     # W4A16 takes no caller-quantized preference: both auto rows are averaged (63.0 us = 1.43x).
     w16 = line_of(out, "MoE decode W4A16 | 1 token (graph)")
     assert "63.0 us = 1.43x floor" in w16
+
+
+def test_dense_w4a4_on_fp8_is_judged_only_where_its_rows_exist(tmp_path):
+    fp8 = "FP8 ring (quantize+gemm) auto warps"
+    out = run(tmp_path, [
+        row("gemm", "dense_gate_up 36864x7168", 16, 44.0, 33.0, fp8, "W4A4"),                        # events
+        row("gemm", "dense_gate_up 36864x7168", 16, 42.0, 33.0, fp8 + ", CUDA graph of 16 launches", "W4A4"),  # 1.27x
+        row("gemm", "dense_gate_up 36864x7168", 16, 40.0, 33.0, "FP8 ring (quantize+gemm) producer+8 warps, CUDA graph",
+            "W4A4"),                                                                                  # forced: ignored
+        row("gemm", "dense_gate_up 36864x7168", 64, 62.0, 34.0, fp8 + ", CUDA graph of 16 launches", "W4A4"),  # 1.82x
+        row("gemm", "dense_gate_up 36864x7168", 16, 47.0, 33.0, "auto (qdq+gemm), CUDA graph", "W4A4"),  # not W4A16's
+        {"kernel": "dense_fp8_quantizer", "shape": "13x7168 NT16", "M": 13, "mode": "bitexact", "us": 0,
+         "floor_us": 0, "ratio": 0, "rel_err": -1, "unwritten": 0, "touched": 0.0, "note": "bit-exact"},
+    ])
+    line = line_of(out, "dense W4A4 on FP8", "M=16 (graph)")
+    assert "42.0 us = 1.27x floor" in line and "MET" in line, line
+    assert "MISSED" in line_of(out, "dense W4A4 on FP8", "M=64 (graph)")
+    assert "dense_down" not in out and "7168x18432 M=16" not in out.split("dense W4A4 on FP8")[-1]
+    assert "no auto row" in line_of(out, "dense W4A16", "36864x7168 M=16")
+    assert "0 mismatching" in line_of(out, "W4A4 quantizer") and "MET" in line_of(out, "W4A4 quantizer")
+
