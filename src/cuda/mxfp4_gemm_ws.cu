@@ -514,8 +514,6 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   uint32_t a[2][4][4];
   int s = 0, rs = 0;  // slot of stage q, slot of stage q - 2 (refilled at q)
   uint32_t ph = 0, rph = 0;
-  // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
-  // given back and stage q - 2's refilled.
   // FP8: per-row constants of the fold tables of this warp's rows g and
   // g + 8 (fp8_dense_lo_base ...), set at each segment's start.
   uint32_t fold_base[4] = {};
@@ -588,6 +586,8 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       if (++s == S) s = 0, ph ^= 1;
     }
   };
+  // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
+  // given back and stage q - 2's refilled.
   auto run_stage = [&](int q) {
     dev::mbar_wait_parity(bars + 8 * s, ph);
     if constexpr (kCopiesOnly) {

@@ -219,9 +219,9 @@ void CudaOps::prepare_fp8_dense(CachedLinear& cl, const LinearWeight& w) {
              "FP8 layout");
   check_cuda(cudaStreamSynchronize(stream_), "linear", "FP8 layout");
   if (slow_blocks) {
-    log::warn("linear {}: {} blocks lie more than 11 binades below their row's largest scale, beyond the FP8 fold table: "
-         "its W4A4 stays on BF16 MMAs",
-         w.name, slow_blocks);
+    log::warn("linear {}: {} blocks lie more than 11 binades below their row's largest scale, beyond the FP8 fold "
+              "table: its W4A4 stays on BF16 MMAs",
+              w.name, slow_blocks);
     return;
   }
   cl.fp8_codes = std::move(codes);
