@@ -15,7 +15,8 @@ namespace mx::cuda {
 struct LaunchAttrs {
   // The kernel may start while the previous kernel of the stream finishes; it
   // must call griddepcontrol.wait before reading that kernel's outputs or
-  // writing anything (dev::griddep_wait; a no-op without this attribute).
+  // writing anything (dev::griddep_wait; a no-op without this attribute):
+  // kernel 11's producer lets dependents start before its consumers are done.
   bool pdl = false;
   dim3 cluster = dim3(1);  // CTAs per thread-block cluster along x, y, z (1 x 1 x 1: none)
 };

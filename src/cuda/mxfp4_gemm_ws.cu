@@ -425,8 +425,12 @@ __device__ __forceinline__ void produce(const Params& p, F f, uint32_t smem0, ui
     if (++slot == S) slot = 0, parity ^= 1;
   }
   // Every copy is out: a next kernel launched with programmatic dependent
-  // launch (the FP8 variant's quantizer of the next call) may start; it
-  // waits for this grid before it writes anything.
+  // launch (the FP8 variant's quantizer of the next call) may start while the
+  // consumers still write y, the partials and the counters. Rule: a kernel
+  // launched with PDL right after this one must wait (griddepcontrol.wait)
+  // before it reads or writes anything this one touches (the quantizer and
+  // the strip kernels do; the fused MoE's gate_up zeroes `out` before its
+  // wait and is never launched right after a dense GEMM).
   dev::griddep_launch_dependents();
 }
 

@@ -146,9 +146,9 @@ void pack_mxfp4_device(const uint8_t* codes, const uint8_t* scales, int64_t N, i
 
 // The FP8 dense layout of a packed weight (GemmConfig::fp8): fp8_codes (as
 // many bytes as w.codes, 16-byte aligned), row_smax (N bytes), and
-// *slow_blocks (device int) = the count of blocks more than 11 binades below
-// their row's largest scale, which the kernel's fold table does not reach:
-// the weight takes the FP8 path only when it is 0.
+// *slow_blocks (device int) = the count of blocks with a nonzero code more
+// than 11 binades below their row's largest scale, which the kernel's fold
+// table does not reach: the weight takes the FP8 path only when it is 0.
 void pack_fp8_dense_device(const Mxfp4DeviceWeight& w, uint8_t* fp8_codes, uint8_t* row_smax, int* slow_blocks,
                            cudaStream_t stream);
 

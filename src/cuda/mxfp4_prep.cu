@@ -70,17 +70,19 @@ __global__ void repack_fp8_dense_kernel(const uint4* __restrict__ in, uint4* __r
 }
 
 // One thread per row: its largest scale byte (kernel scale layout), and the
-// count of its blocks further below it than the kernel's fast fold table
-// reaches (kFp8FoldFastMinDelta) added to *slow.
-__global__ void row_smax_kernel(const uint8_t* __restrict__ scales, int64_t N, int64_t K,
-                                uint8_t* __restrict__ row_smax, int* __restrict__ slow) {
+// count of its blocks with a nonzero code further below it than the kernel's
+// fast fold table reaches (kFp8FoldFastMinDelta) added to *slow (a block of
+// zeros folds to zeros at any scale).
+__global__ void row_smax_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t N,
+                                int64_t K, uint8_t* __restrict__ row_smax, int* __restrict__ slow) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= N) return;
   int smax = 0;
   for (int64_t kb = 0; kb < K / kBlockK; ++kb) smax = max(smax, int(scales[kernel_scale_slot(r, kb, K)]));
   int below = 0;
   for (int64_t kb = 0; kb < K / kBlockK; ++kb)
-    below += int(scales[kernel_scale_slot(r, kb, K)]) - smax < kFp8FoldFastMinDelta;
+    below += int(scales[kernel_scale_slot(r, kb, K)]) - smax < kFp8FoldFastMinDelta &&
+             kernel_block_has_magnitude(codes, r, kb, K);
   row_smax[r] = uint8_t(smax);
   if (below) atomicAdd(slow, below);
 }
@@ -122,7 +124,8 @@ void pack_fp8_dense_device(const Mxfp4DeviceWeight& w, uint8_t* fp8_codes, uint8
       reinterpret_cast<const uint4*>(w.codes), reinterpret_cast<uint4*>(fp8_codes), chunks);
   MX_CUDA_CHECK(cudaGetLastError());
   MX_CUDA_CHECK(cudaMemsetAsync(slow_blocks, 0, sizeof(int), stream));
-  row_smax_kernel<<<blocks_for(w.rows, 128), 128, 0, stream>>>(w.scales, w.rows, w.cols, row_smax, slow_blocks);
+  row_smax_kernel<<<blocks_for(w.rows, 128), 128, 0, stream>>>(w.codes, w.scales, w.rows, w.cols, row_smax,
+                                                                 slow_blocks);
   MX_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -682,7 +682,8 @@ void w4a4_prefill_cases(Harness& h, Ops& cpu4) {
 // FP8 ring kernel where fp8_dense_chosen takes the shape (17..64 tokens on
 // any row count, 12..16 with a 256-row block per SM), the BF16 kernels
 // elsewhere; a weight with a block 20 binades under its row's largest scale
-// keeps BF16 (warned). The FP8 path must have run.
+// keeps BF16 (warned), unless that block is all zeros (it folds to zeros).
+// The FP8 path must have run.
 void w4a4_fp8_dense_cases(Harness& h, Ops& cpu4) {
   cuda::CudaOpsOptions opt;
   opt.poison_outputs = true;
@@ -691,27 +692,32 @@ void w4a4_fp8_dense_cases(Harness& h, Ops& cpu4) {
   const int64_t wide = int64_t(cuda::sm_count()) * 256;
   struct Case {
     int64_t M, N, K;
-    bool bias, far_block;
+    bool bias, far_block, far_block_zeros = false;
   };
   for (const Case& c : {Case{40, 1024, 1024, false, false}, Case{64, 2048, 2048, true, false},
                         Case{16, wide, 512, false, false}, Case{12, wide, 256, true, false},
                         Case{100, 1024, 512, false, false}, Case{8, 1024, 512, false, false},
-                        Case{24, 1024, 1024, false, false}, Case{64, 1024, 512, false, true}}) {
+                        Case{24, 1024, 1024, false, false}, Case{64, 1024, 512, false, true},
+                        Case{48, 1024, 512, false, true, true}}) {
     LinearWeight lw = make_linear(WeightFormat::Mxfp4, DType::F32, c.N, c.K, c.bias, true);
     if (c.far_block) {
       uint8_t* sc = lw.scale.data<uint8_t>();
       sc[0] = uint8_t(std::max(0, int(sc[1]) - 20));  // row 0, block 0: beyond the fold table
+      if (c.far_block_zeros) std::fill_n(lw.weight.data<uint8_t>(), 16, uint8_t(0));  // its 32 codes: zeros
     }
     Tensor x = random_f32({c.M, c.K});
     Tensor g = gpu4.to_host(gpu4.linear(gpu4.to_device(x), lw));
     h.out_.push_back(compare_values("linear",
                                     fmt::format("mxfp4 W4A4 --w4a4-mma fp8 M{} N{} K{}{}{}", c.M, c.N, c.K,
-                                                c.bias ? " +bias" : "", c.far_block ? " (a far block: BF16)" : ""),
+                                                c.bias ? " +bias" : "",
+                                                c.far_block_zeros ? " (a far block of zeros: FP8)"
+                                                : c.far_block     ? " (a far block: BF16)"
+                                                                  : ""),
                                     g.data<float>(), cpu4.linear(x, lw).data<float>(), g.numel(), kBf16Output));
   }
-  // Five of the shapes above take the FP8 kernel: a run that did not fails.
-  Result r{"linear", fmt::format("--w4a4-mma fp8: dense runs on FP8 MMAs {} (want 5)", gpu4.fp8_dense_runs()),
-           gpu4.fp8_dense_runs() == 5 ? 0.0 : 1.0, 0.5, true, ""};
+  // Six of the shapes above take the FP8 kernel: a run that did not fails.
+  Result r{"linear", fmt::format("--w4a4-mma fp8: dense runs on FP8 MMAs {} (want 6)", gpu4.fp8_dense_runs()),
+           gpu4.fp8_dense_runs() == 6 ? 0.0 : 1.0, 0.5, true, ""};
   h.out_.push_back(r);
 }
 

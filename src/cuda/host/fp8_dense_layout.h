@@ -65,6 +65,20 @@ MX_HD void fp8_dense_word_to_e4m3(uint32_t w, uint32_t lo, uint32_t hi, uint32_t
   r1 = fp8_byte_perm(lo, hi, m >> 16) | ((w << 4) & 0x80808080u);
 }
 
+// Whether block kb of row r (32 codes, kernel layout `codes` of a [N, K]
+// weight) holds a nonzero magnitude. A block of zeros folds to zero bytes at
+// any scale (byte 0 of every fold table is 0), so only blocks with a nonzero
+// code need the fold table's reach (pack_fp8_dense_device's count).
+MX_HD bool kernel_block_has_magnitude(const uint8_t* codes, int64_t r, int64_t kb, int64_t K) {
+  for (int i = 0; i < kBlockK; ++i) {
+    const CodeSlot sl = kernel_code_slot(r, kb * kBlockK + i, K);
+    const uint32_t word = uint32_t(codes[sl.word_byte]) | uint32_t(codes[sl.word_byte + 1]) << 8 |
+                          uint32_t(codes[sl.word_byte + 2]) << 16 | uint32_t(codes[sl.word_byte + 3]) << 24;
+    if (code_of(word, sl.code) & 7u) return true;
+  }
+  return false;
+}
+
 // Per-row constants of the fold table: for a block scale s of a row whose
 // largest scale is smax, fold_table_fast(s - smax) is
 //   lo = s * kFp8DenseLoStep + lo_base(smax), hi = s * kFp8DenseHiStep + hi_base(smax)

@@ -113,5 +113,29 @@ TEST(Fp8DenseLayout, KernelLayoutTileBecomesTheFp8OperandInMmaOrder) {
     }
 }
 
+// pack_fp8_dense_device counts only blocks with a nonzero code as beyond the
+// fold table: a block of zeros (any signs) is found as such, one nonzero code
+// anywhere in a block is found.
+TEST(Fp8DenseLayout, BlocksOfZerosAreTold) {
+  RandomStripTile tile = random_strip_tile(17, 112, 12);
+  const int K = kTileK;
+  auto repack = [&] { tile.layout = pack_strip_tile(tile.code); };
+  for (int i = 0; i < 32; ++i) tile.code[size_t(5) * K + 32 + i] = uint8_t((i & 1) << 3);  // row 5, block 1: +-0
+  repack();
+  for (int r = 0; r < 16; ++r)
+    for (int kb = 0; kb < 2; ++kb) {
+      bool any = false;
+      for (int i = 0; i < 32; ++i) any |= (tile.code[size_t(r) * K + kb * 32 + i] & 7) != 0;
+      EXPECT_EQ(kernel_block_has_magnitude(tile.layout.data(), r, kb, K), any) << r << " " << kb;
+    }
+  EXPECT_FALSE(kernel_block_has_magnitude(tile.layout.data(), 5, 1, K));
+  for (int i = 0; i < 32; ++i) {
+    tile.code[size_t(5) * K + 32 + i] = 1;  // one 0.5 at position i
+    repack();
+    EXPECT_TRUE(kernel_block_has_magnitude(tile.layout.data(), 5, 1, K)) << i;
+    tile.code[size_t(5) * K + 32 + i] = 0;
+  }
+}
+
 }  // namespace
 }  // namespace mx::cuda

@@ -19,6 +19,18 @@ struct RandomStripTile {
   std::vector<uint8_t> layout;  // kTileCodeBytes: the tile in the kernel layout
 };
 
+// A strip tile's codes ([16][64]) in the kernel layout (kTileCodeBytes).
+inline std::vector<uint8_t> pack_strip_tile(const std::vector<uint8_t>& code) {
+  std::vector<uint8_t> layout(kTileCodeBytes, 0);
+  for (int r = 0; r < 16; ++r)
+    for (int k = 0; k < kTileK; ++k) {
+      const CodeSlot sl = kernel_code_slot(r, k, kTileK);
+      const uint32_t bits = place_code(code[size_t(r) * kTileK + k], sl.code);
+      for (int j = 0; j < 4; ++j) layout[size_t(sl.word_byte + j)] |= uint8_t(bits >> (8 * j));
+    }
+  return layout;
+}
+
 // Scales drawn from [scale_lo, scale_lo + scale_span).
 inline RandomStripTile random_strip_tile(uint32_t seed, int scale_lo, int scale_span) {
   std::mt19937 rng(seed);
@@ -28,12 +40,7 @@ inline RandomStripTile random_strip_tile(uint32_t seed, int scale_lo, int scale_
   for (auto& c : t.code) c = uint8_t(rng() % 16);
   for (auto& s : t.scale) s = uint8_t(scale_lo + int(rng() % uint32_t(scale_span)));
   for (int r = 0; r < 16; ++r) t.smax[r] = row_max_scale(&t.scale[size_t(r) * 2], 2);
-  for (int r = 0; r < 16; ++r)
-    for (int k = 0; k < K; ++k) {
-      const CodeSlot sl = kernel_code_slot(r, k, K);
-      const uint32_t bits = place_code(t.code[size_t(r) * K + k], sl.code);
-      for (int j = 0; j < 4; ++j) t.layout[size_t(sl.word_byte + j)] |= uint8_t(bits >> (8 * j));
-    }
+  t.layout = pack_strip_tile(t.code);
   return t;
 }
 
