@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda/dense_fp8_quant.h"
 #include "cuda/device_info.h"
 #include "cuda/host/fp8_dense_layout.h"
 #include "cuda/host/fp8_fold.h"

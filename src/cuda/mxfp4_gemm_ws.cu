@@ -38,6 +38,10 @@
 //   * Per tile: LDS.128 + LDS.U16 of the weights (a stage's loads first),
 //     dequant into one of two A register sets, 4 wgmma, commit, wait for the
 //     previous tile's group.
+// Files: the ring's layout, arguments and copies in mxfp4_gemm_ws_ring.cuh,
+// the segment ends (y, stream-K partials, cluster sums) in
+// mxfp4_gemm_ws_epilogue.cuh, the FP8 variant's activation quantizer in
+// dense_fp8_quant.cu.
 // Measured (H200, bench/mxfp4/results-dense-wide-2026-12-01-s7.md, -s8.md):
 // see choose_ring_plan (cuda/host/dense_ring_plan.h); ncu and what would close the rest: docs/kernels.md.
 #include <cooperative_groups.h>
@@ -49,6 +53,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/dense_fp8_quant.h"
 #include "cuda/host/fp8_dense_layout.h"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/device_info.h"
@@ -58,57 +63,15 @@
 #include "cuda/tma_copy.cuh"
 #include "cuda/mxfp4_gemm_small_workspace.h"
 #include "cuda/mxfp4_gemm_ws.h"
+#include "cuda/mxfp4_gemm_ws_epilogue.cuh"
+#include "cuda/mxfp4_gemm_ws_ring.cuh"
 #include "cuda/per_device_once.h"
-#include "cuda/w4a4_fp8_device.cuh"
 #include "cuda/w4a4_fp8_wgmma.cuh"
 #include "cuda/wgmma_rs_narrow.cuh"
 
 namespace mx::cuda {
 
 namespace {
-
-namespace cg = cooperative_groups;
-
-constexpr int kWarps = 8, kThreads = kWarps * 32;
-constexpr int kRows = kWarps * kStripRows;  // 128
-constexpr int kStageTiles = 2;              // K tiles per ring stage
-constexpr int kMaxTokens = 64;
-
-// FP8: a stage's activations in the scratch (and in a ring slot) are its
-// two K tiles of E4M3 B, then the stage's unfold factors of the NT tokens
-// (padded to 128 bytes: the weights' tensor copies that follow in the slot
-// want 128-byte alignment). One bulk copy brings both.
-constexpr int fp8_xs_bytes(int NT) { return (NT * 4 + 127) / 128 * 128; }
-constexpr int fp8_x_stage_bytes(int NT) { return kStageTiles * 4 * NT * 16 + fp8_xs_bytes(NT); }
-
-// Ring for kCtas resident CTAs per SM (1, 2 or 3), NT token rows, kSP
-// strips per warp and kW consumer warps (the CTA's row block is 16 kW kSP
-// rows). 16 consumer warps run one CTA per SM with the largest ring. kFp8:
-// B is E4M3 (W4A4 on FP8 MMAs), a 16-byte chunk holds 16 K values, not 8.
-template <int NT, int kCtas, int kSP, int kW = kWarps, bool kFp8 = false>
-struct Layout {
-  static constexpr int kStrips = kW * kSP;
-  static constexpr int kRowsCta = kStrips * kStripRows;
-  static constexpr int kRingBudget =
-      kCtas == 1 ? (kW == 16 ? 224 : 200) * 1024 : kCtas == 2 ? 104 * 1024 : 70 * 1024;
-  static constexpr int kChunk = NT * 16;      // one 16-byte-wide K chunk of NT rows
-  static constexpr int kXTile = (kFp8 ? 4 : 8) * kChunk;   // B of one 64-wide K tile
-  static constexpr int kCodes = kStageTiles * kTileCodeBytes;    // one strip's codes per stage
-  static constexpr int kScales = kStageTiles * kTileScaleBytes;  // and its scales
-  static constexpr int kXsOff = kStageTiles * kXTile;  // FP8: the stage's unfold factors
-  static constexpr int kCodeOff = kFp8 ? fp8_x_stage_bytes(NT) : kStageTiles * kXTile;
-  static constexpr int kScaleOff = kCodeOff + kStrips * kCodes;
-  static constexpr int kStage = kScaleOff + kStrips * kScales;
-  static constexpr int kStageBytes = kStage;  // what a stage's copies deliver
-  // At most 8 stages (FP8 up to 12 measured no faster at 12-16 tokens, session 24).
-  static constexpr int kStages = std::min(8, kRingBudget / kStage);
-  static constexpr int kRing = kStages * kStage;
-  static constexpr int kPartLd = NT + 4;  // FP32 partial row stride (floats)
-  static constexpr int kSmem = kRing + 16 * kStages;
-  static_assert(kStages >= 3, "ring too shallow");
-  static_assert(kRowsCta * kPartLd * 4 <= kRing, "the partial tile reuses the ring");
-  static_assert(kStage % 128 == 0 && kXTile % 128 == 0, "bulk tensor copies want 128-byte alignment");
-};
 
 // xp[(j * 8 + c) * NT + n] (16 bytes) = logical K chunk c of K tile j of x
 // row n (zeros from row M on). Thread = (row n, K tile j): 128 contiguous
@@ -122,286 +85,6 @@ __global__ void __launch_bounds__(256) permute_x_kernel(const uint16_t* __restri
   uint32_t out[32] = {};
   if (n < M) dev::load_row_tile_mma_order(reinterpret_cast<const uint4*>(x + size_t(n) * K + size_t(j) * kTileK), out);
   dev::store_row_tile_chunks(xp, j, NT, n, out);
-}
-
-// W4A4 on FP8 MMAs: x quantized per 32-block to MXFP4 (bit-exact to the
-// reference quantizer) and folded into E4M3 per ring stage of 128 K
-// (host/fp8_fold.h with the stage's four blocks as the "row": d = s - the
-// stage's largest scale), written in the FP8 MMA's K order
-// (fp8_dense_mma_col) into the chunk layout [stage][K tile][16-wide
-// chunk][NT rows][16 bytes], each stage followed by its tokens' unfold
-// factors (fp8_x_stage_bytes; rows M..NT-1: zeros, factor 0); the GEMM
-// applies them when it adds a stage's sum into FP32. Thread = 8 values; a stage of a
-// token is 16 lanes, so nothing waits for a whole row: a launch of small
-// CTAs that fits beside the GEMM's on an SM. (Folding per token row needed
-// the row's largest scale first: one CTA per row, 512 threads held in
-// registers, could not share an SM with the GEMM's CTA and cost 1.5-4.5 us
-// in a chain of launches, a cluster of 8 CTAs per row more; session 24.)
-constexpr int kQuantThreads = 256;
-constexpr int kQuantMaxK = 32768;  // the GEMM's K limit for this path (scratch)
-template <int NT>
-__global__ void __launch_bounds__(kQuantThreads) quantize_x_fp8_kernel(const uint16_t* __restrict__ x,
-                                                                        uint8_t* __restrict__ xp, int M, int K) {
-  dev::griddep_launch_dependents();  // the GEMM may start its weight copies now
-  // Launched under programmatic dependent launch: the previous kernel (x's
-  // writer, or the previous GEMM still reading xp) is done from here on.
-  dev::griddep_wait();
-  const int pieces = K / 8;          // a multiple of 16: whole stages
-  const int64_t id = int64_t(blockIdx.x) * kQuantThreads + threadIdx.x;
-  const bool valid = id < int64_t(NT) * pieces;
-  const int n = valid ? int(id / pieces) : 0, p = valid ? int(id % pieces) : 0;
-  const uint4 v = valid && n < M ? reinterpret_cast<const uint4*>(x + size_t(n) * K)[p] : make_uint4(0, 0, 0, 0);
-  const int sb = dev::fp8_piece_scale(v);  // every lane takes part in the shuffles
-  int smax = max(sb, __shfl_xor_sync(0xffffffffu, sb, 4));
-  smax = max(smax, __shfl_xor_sync(0xffffffffu, smax, 8));  // the 16 lanes of the stage
-  if (!valid) return;
-  uint32_t b[8];
-  dev::fp8_piece_fold(v, sb, smax, b);
-  // Real columns 16t + 8s + {0..3} go to chunk 2s, + {4..7} to chunk 2s + 1,
-  // bytes 4t .. 4t + 3 of the row (fp8_dense_mma_col).
-  const int k0 = 8 * p, j = k0 / kTileK, t = (k0 >> 4) & 3, s2 = 2 * ((k0 >> 3) & 1);
-  uint8_t* stage = xp + size_t(j / kStageTiles) * fp8_x_stage_bytes(NT);
-  uint8_t* dst = stage + (((j % kStageTiles) * 4 + s2) * NT + n) * 16 + 4 * t;
-  *reinterpret_cast<uint32_t*>(dst) = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
-  *reinterpret_cast<uint32_t*>(dst + NT * 16) = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
-  if (p % 16 == 0)
-    reinterpret_cast<float*>(stage + kStageTiles * 4 * NT * 16)[n] = n < M ? fold_unscale(smax) : 0.f;
-}
-
-template <int NT>
-void launch_quantize_x_fp8(const uint16_t* x, int M, int K, uint8_t* xp, cudaStream_t stream) {
-  const int64_t threads = int64_t(NT) * (K / 8);
-  launch_with(quantize_x_fp8_kernel<NT>, dim3(unsigned((threads + kQuantThreads - 1) / kQuantThreads)), kQuantThreads,
-              0, stream, LaunchAttrs{true}, x, xp, M, K);
-}
-
-// Kernel arguments. The weights are read through two 2-D tensor maps of
-// 8-byte elements (rows = strips): a stage of the CTA's 8 or 16 strips is one
-// bulk tensor copy of codes (strips x 1 KB) and one of scales (strips x 64 B).
-struct Params {
-  CUtensorMap codes;   // [strips][K / 64 x 512 bytes], box = the CTA's strips x 1 KB
-  CUtensorMap scales;  // [strips][K / 64 x 32 bytes], box = the CTA's strips x 64 B
-  const uint8_t* xp;   // permuted x, NT x 128 bytes per K tile
-  uint16_t* y;
-  float* partials;     // stream-K: [CTA][warp][float4 i < kSP x NT / 8][lane], a contributor's part
-  int* counters;       // stream-K: [row block][warp] contributors' counts, reset by the owner: zero between launches
-  // W4A4 on FP8 MMAs (null otherwise): each weight row's largest scale byte
-  // (the activations' unfold factors come with each stage's B: a stage's
-  // sum is added as sum * factor, y = acc * fold_unscale(row_smax)).
-  const uint8_t* row_smax = nullptr;
-  int M, N, K;
-};
-
-// Hides how v was computed from ptxas: it keeps v in a register instead of
-// recomputing it (from the thread index) inside the K loop, and cannot hoist
-// what is computed from v out of a loop (end_segment).
-__device__ __forceinline__ uint32_t opaque(uint32_t v) {
-  asm volatile("" : "+r"(v));
-  return v;
-}
-
-// The CTA's work: units u0 .. u1 - 1 of the (row block, stage) sequence,
-// row-block major (stream-K: equal ranges over a grid of resident CTAs; K
-// splits: one row block's stage range).
-struct Range {
-  int u0, u1, stages;
-};
-
-// Thread 0's cursor over the CTA's units: fills ring slot `slot` with the
-// next stage (weights and B), all completing on the slot's `full` barrier.
-// kMode: the production copies, or a probe's (weights only, B only).
-template <int NT, int kCtas, int kSP, int kW, int kMode = kRingProduction, bool kFp8 = false>
-struct Filler {
-  using L = Layout<NT, kCtas, kSP, kW, kFp8>;
-  static constexpr bool kWeights = kMode != kRingProbeBOnly;
-  static constexpr bool kActs = kMode != kRingProbeWeightsOnly && kMode != kRingProbeWeightsNoFlush;
-  static constexpr uint32_t kBBytes = L::kCodeOff;  // B (and, FP8, the unfold factors)
-  static constexpr uint32_t kBytes = (kWeights ? L::kStageBytes - kBBytes : 0) + (kActs ? kBBytes : 0);
-  int rb, j, stages;  // next unit's row block and stage
-
-  __device__ __forceinline__ void weights(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
-    const uint32_t full = bars + 8 * slot, base = smem0 + slot * L::kStage;
-    dev::mbar_arrive_expect_tx(full, kBytes);
-    if (!kWeights) return;
-    dev::tma_2d(base + L::kCodeOff, p.codes, j * kStageTiles * (kTileCodeBytes / 8), rb * L::kStrips, full);
-    dev::tma_2d(base + L::kScaleOff, p.scales, j * kStageTiles * (kTileScaleBytes / 8), rb * L::kStrips, full);
-  }
-  __device__ __forceinline__ void acts(const Params& p, uint32_t smem0, uint32_t bars, int slot) const {
-    if (!kActs) return;
-    dev::bulk_copy_g2s(smem0 + slot * L::kStage, p.xp + size_t(j) * kBBytes, kBBytes,
-                       bars + 8 * slot);
-  }
-  __device__ __forceinline__ void next() {
-    if (++j == stages) j = 0, ++rb;
-  }
-};
-
-// y rows of this warp's strips (m * kW + warp of the row block) from its
-// accumulators (tokens < M).
-template <int NT, int kSP, int kW>
-__device__ __forceinline__ void store_y(const Params& p, int rb, const float (&acc)[kSP][NT / 2]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int m = 0; m < kSP; ++m) {
-    const size_t row = (size_t(rb) * kSP * kW + m * kW + warp) * kStripRows + g;
-    // FP8: the sums (the activations' factors applied per stage) times the
-    // weight rows' unfold factors.
-    float wf[2] = {1.f, 1.f};
-    if (p.row_smax) wf[0] = fold_unscale(p.row_smax[row]), wf[1] = fold_unscale(p.row_smax[row + 8]);
-#pragma unroll
-    for (int i = 0; i < NT / 8; ++i)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int tk = 8 * i + 2 * t + (c & 1);
-        if (tk >= p.M) continue;
-        float v = acc[m][4 * i + c];
-        if (p.row_smax) v *= wf[c >> 1];
-        p.y[size_t(tk) * p.N + row + 8 * (c >> 1)] = dev::float_to_bf16_bits(v);
-      }
-  }
-}
-
-// This warp's kSP x NT / 2 partial sums per lane in CTA `cta`'s slot (a
-// contributor stores the part of the row block its range starts in), as
-// [float4 i][lane]: each 16-byte store or load of the warp covers 512
-// contiguous bytes (lane-major, [lane][i], cost 32 L1 wavefronts per
-// instruction instead of 4); kW consumer warps.
-template <int kW>
-__device__ __forceinline__ float4* partial_slot(const Params& p, int cta, int floats) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return reinterpret_cast<float4*>(p.partials) + (size_t(cta) * kW + warp) * (floats / 4) * 32 + lane;
-}
-
-// Stream-K ends of segments (cuda/host/streamk_ranges.h): a whole row block
-// goes to y; a contributor's part is stored (store_partial) and counted in a
-// segment later (release_partial), when its fence finds the stores done; an
-// owner's part waits for the counts and sums (own_row_block). Per warp, no
-// CTA barrier. (Session 22, H200, 36864x7168 at 32 tokens: with the last
-// arriving CTA summing, every part stored lane-major, fenced and its count's
-// atomic waited for, the kernel ran 59.8 us; owners and [float4][lane]
-// partials, 52.5; the cut row blocks left out, 49.7: docs/kernels.md.)
-template <int NT, int kSP, int kW>
-__device__ __forceinline__ void store_partial(const Params& p, const float (&acc)[kSP][NT / 2]) {
-  float4* mine = partial_slot<kW>(p, blockIdx.x, kSP * NT / 2);
-#pragma unroll
-  for (int m = 0; m < kSP; ++m)
-#pragma unroll
-    for (int i = 0; i < NT / 8; ++i)
-      __stcg(mine + (m * NT / 8 + i) * 32,
-             make_float4(acc[m][4 * i], acc[m][4 * i + 1], acc[m][4 * i + 2], acc[m][4 * i + 3]));
-}
-
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
-template <int kW>
-__device__ __forceinline__ void release_partial(const Params& p, int rb) {
-  __syncwarp();  // every lane's partials before lane 0's fence
-  int before = 0;
-  if ((threadIdx.x & 31) == 0) {
-    fence_acq_rel_gpu();
-    before = atomicAdd(p.counters + rb * kW + (threadIdx.x >> 5), 1);
-  }
-  // The count broadcast and tested (it is never negative): after it ptxas
-  // takes the code as warp-uniform again; without it, it moved every wgmma
-  // descriptor of the next stage loop through R2UR (165 -> 213 instructions).
-  if (__shfl_sync(0xffffffffu, before, 0) < 0) __trap();
-}
-
-// The owner's part of cut row block rb: waits until the contributors (the
-// CTAs after it up to the one holding rb's last unit) counted theirs in, adds
-// their partials and writes y, and leaves the counter at zero.
-template <int NT, int kSP, int kW>
-__device__ __forceinline__ void own_row_block(const Params& p, int rb, int stages, float (&acc)[kSP][NT / 2]) {
-  constexpr int kFloats = kSP * NT / 2;
-  const int units = (p.N / (kW * kStripRows * kSP)) * stages, ctas = gridDim.x, cta = blockIdx.x;
-  const int lane = threadIdx.x & 31;
-  const int c1 = streamk_cta_of((rb + 1) * stages - 1, units, ctas);
-  int* counter = p.counters + rb * kW + (threadIdx.x >> 5);
-  // Warp-uniform (the count broadcast from lane 0). The contributors run
-  // beside it (a grid of resident CTAs); a count that never comes (counters
-  // not left at zero) traps after seconds instead of hanging the stream.
-  for (int seen = 0, tries = 0;; ++tries) {
-    if (lane == 0) asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    seen = __shfl_sync(0xffffffffu, seen, 0);
-    if (seen == c1 - cta) break;
-    if (seen > c1 - cta || tries == 1 << 24) __trap();  // counts from another launch sharing the scratch
-    __nanosleep(64);
-  }
-  if (lane == 0) *counter = 0;  // the next launch starts from zero
-  __syncwarp();                 // lane 0's acquire before every lane's reads
-  for (int c = cta + 1; c <= c1; ++c) {
-    const float4* src = partial_slot<kW>(p, c, kFloats);
-#pragma unroll
-    for (int m = 0; m < kSP; ++m)
-#pragma unroll
-      for (int i = 0; i < NT / 8; ++i) {
-        const float4 v = __ldcg(src + (m * NT / 8 + i) * 32);
-        acc[m][4 * i] += v.x, acc[m][4 * i + 1] += v.y, acc[m][4 * i + 2] += v.z, acc[m][4 * i + 3] += v.w;
-      }
-  }
-  store_y<NT, kSP, kW>(p, rb, acc);
-}
-
-// The end of segment [seg0, seg1) of row block rb in the CTA's range r. A
-// contributor's part is always its range's first segment (row block
-// r.u0 / stages, cut when r.u0 % stages != 0); its count goes out at the end
-// of the next segment, or of the range when there is none (computed from r,
-// not carried in a register: the 64-token loop is at its register cap).
-// kMode: the kernel, or a probe that leaves the cut row blocks out.
-template <int NT, int kSP, int kW, int kMode>
-__device__ __forceinline__ void end_segment(const Params& p, const Range& r, int rb, int seg0, int seg1,
-                                            float (&acc)[kSP][NT / 2]) {
-  if constexpr (kMode == kRingProbeDropCut || kMode == kRingProbeStoreCut) {
-    // Probes: no counts (the counters stay at zero for the next launch).
-    if (seg1 - seg0 == r.stages) store_y<NT, kSP, kW>(p, rb, acc);
-    else if (kMode == kRingProbeStoreCut) store_partial<NT, kSP, kW>(p, acc);
-    return;
-  }
-  // From an opaque copy of r.u0, so that ptxas does not hoist these out of
-  // the segment loop and keep them live across the stage loop (at 64 tokens
-  // that spilled inside it).
-  const int u0 = int(opaque(uint32_t(r.u0)));
-  const int first_rb = u0 / r.stages;
-  const bool contributes = u0 % r.stages != 0;  // the first segment is a contributor's
-  if (contributes && rb == first_rb + 1) release_partial<kW>(p, first_rb);
-  if (seg1 - seg0 == r.stages) {
-    if constexpr (kMode != kRingProbeNoWholeY) store_y<NT, kSP, kW>(p, rb, acc);
-    return;
-  }
-  if (seg0 == rb * r.stages) return own_row_block<NT, kSP, kW>(p, rb, r.stages, acc);
-  store_partial<NT, kSP, kW>(p, acc);
-  if (seg1 == r.u1) release_partial<kW>(p, rb);  // the range ends in its first row block
-}
-
-// K splits: the cluster's CTAs sum their FP32 partial tiles through
-// distributed shared memory (the ring is free: every stage was consumed).
-template <int NT, int kCtas, int kSP>
-__device__ __forceinline__ void cluster_epilogue(const Params& p, uint8_t* smem, int rb,
-                                                 const float (&acc)[kSP][NT / 2]) {
-  using L = Layout<NT, kCtas, kSP>;
-  constexpr int kRowsCta = L::kRowsCta;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  __syncthreads();  // every warpgroup's MMAs are done: the ring holds the partial tile now
-  float* part = reinterpret_cast<float*>(smem);  // [kRowsCta rows][kPartLd]
-#pragma unroll
-  for (int m = 0; m < kSP; ++m)
-#pragma unroll
-    for (int i = 0; i < NT / 8; ++i)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        part[((m * kWarps + warp) * kStripRows + g + 8 * (c >> 1)) * L::kPartLd + 8 * i + 2 * t + (c & 1)] =
-            acc[m][4 * i + c];
-  const size_t row0 = size_t(rb) * kRowsCta;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank()), rows_per = kRowsCta / splits;
-  for (int e = tid; e < rows_per * p.M; e += kThreads) {
-    const int r = rank * rows_per + e % rows_per, tk = e / rows_per;
-    float sum = 0.f;
-    for (int q = 0; q < splits; ++q) sum += cluster.map_shared_rank(part, q)[r * L::kPartLd + tk];
-    p.y[size_t(tk) * p.N + row0 + r] = dev::float_to_bf16_bits(sum);
-  }
-  cluster.sync();  // keep this CTA's partial alive until every rank has read it
 }
 
 // The producer warp's loop (lane 0): the first S stages (weights before the
@@ -766,7 +449,7 @@ void launch_pass(Params p, const Mxfp4DeviceWeight& w, const uint16_t* x, const 
     folded.codes = w.fp8_codes;
     encode_weight_maps(p, folded, L::kStrips);
     // x null: a timing probe on the scratch's last quantized x (mxfp4_gemm_fp8).
-    if (x) launch_quantize_x_fp8<NT>(x, p.M, p.K, scratch.xp, stream);
+    if (x) quantize_x_fp8(x, p.M, NT, p.K, scratch.xp, stream);
     p.row_smax = w.row_smax;
   } else {
     encode_weight_maps(p, w, L::kStrips);
@@ -985,22 +668,12 @@ bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint1
   return true;
 }
 
-void quantize_x_fp8(const uint16_t* x, int M, int NT, int K, uint8_t* xp, cudaStream_t stream) {
-  if (K <= 0 || K % (kStageTiles * kTileK) || K > kQuantMaxK || M < 1 || M > NT)
-    fail_input("quantize_x_fp8: K={} (multiple of {}, <= {}), M={} (1..NT)", K, kStageTiles * kTileK, kQuantMaxK, M);
-  if (NT == 16) launch_quantize_x_fp8<16>(x, M, K, xp, stream);
-  else if (NT == 32) launch_quantize_x_fp8<32>(x, M, K, xp, stream);
-  else if (NT == 64) launch_quantize_x_fp8<64>(x, M, K, xp, stream);
-  else fail_input("quantize_x_fp8: NT is 16, 32 or 64, got {}", NT);
-  MX_CUDA_CHECK(cudaGetLastError());
-}
-
 bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w) {
-  return dense_ws_supported(w) && w.cols <= kQuantMaxK;
+  return dense_ws_supported(w) && w.cols <= kDenseFp8MaxK;
 }
 
 // Each pass quantizes x per 32 along K and writes it folded as E4M3 in the
-// MMA's layout into the stream's scratch (quantize_x_fp8_kernel), then
+// MMA's layout into the stream's scratch (dense_fp8_quant.cu), then
 // kernel 11's FP8 variant multiplies it with w.fp8_codes (stream-K with a
 // producer warp; ring_warps 8 or 16, 0 = the auto rule's).
 bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
@@ -1009,7 +682,7 @@ bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
     fail_input("mxfp4_gemm: W4A4 on FP8 MMAs needs the weight's FP8 dense layout (pack_fp8_dense_device)");
   if (!mxfp4_fp8_dense_supported(w))
     fail_input("mxfp4_gemm: the FP8 ring kernel needs N % {} == 0, K % {} == 0 and K <= {}, got [{}, {}]", kRows,
-               kStageTiles * kTileK, kQuantMaxK, w.rows, w.cols);
+               kStageTiles * kTileK, kDenseFp8MaxK, w.rows, w.cols);
   const int sms = sm_count();
   if (ring_warps == 0) ring_warps = w.rows % 256 == 0 && w.rows / 256 >= sms ? 16 : 8;
   if (ring_warps != kWarps && ring_warps != 2 * kWarps)

@@ -64,13 +64,6 @@ inline const char* ring_mode_name(int mode) {
 // (streamk_workspace). False, with nothing launched, when that scratch is
 // too small and cannot grow (the stream is being captured): the caller then
 // runs another kernel.
-// The FP8 variant's activation quantizer alone (bench check): x [M, K] ->
-// xp, per stage of 128 K (NT = 16, 32 or 64 >= M): the stage's E4M3 B in the
-// ring's layout, folded to the stage's largest scale, then NT float unfold
-// factors padded to 128 bytes (NT * 128 + 128 or 256 bytes a stage);
-// K % 128 == 0, K <= 32768.
-void quantize_x_fp8(const uint16_t* x, int M, int NT, int K, uint8_t* xp, cudaStream_t stream);
-
 bool launch_dense_ws(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y,
                      cudaStream_t stream, int k_splits, int ctas_per_sm, int strips_per_cta, int ring_warps,
                      int mode = kRingProduction);
