@@ -286,6 +286,7 @@ struct ChainCase {
   GemmConfig cfg;
   std::function<void()> before = nullptr;  // launched before each GEMM (the W4A4 rows' qdq)
   const uint16_t* x = nullptr;              // the GEMM's input instead of the rows' x (FP8: raw x)
+  bool probe = false;                       // a timing probe that leaves y wrong: timed, not checked
 };
 
 ChainCase chain_case(std::string label, int pdl, int prefetch_tiles, int kernel = 0, int k_slices = 0,
@@ -329,6 +330,7 @@ void emit_chain_rows(const Weight& weight, const uint16_t* x, int M, const Devic
     Row r = base;
     r.rel_err = err.rel;
     r.nan_count = err.nan;
+    if (cc.probe) r.kernel = "gemm_probe", r.nan_count = -1, r.rel_err = -1;
     r.note = cc.label + ", CUDA graph of " + std::to_string(kChain) + " launches, median of " +
              std::to_string(kChainRounds) + " interleaved rounds";
     execs.push_back(exec);
@@ -578,6 +580,16 @@ void bench_dense(const Shape& sh, const std::vector<int>& Ms, cudaStream_t s, bo
             c.x = x.p;
             cases.push_back(c);
           }
+          // Timing probes of the FP8 kernel (auto warps, 17..64 tokens; y wrong): where its time goes.
+          if (M > 16)
+            for (int probe : {int(kRingProbeNoMma), int(kRingProbeCopies), int(kRingProbeNoEnds)}) {
+              ChainCase c = chain_case(std::string("FP8 ring (quantize+gemm) auto warps ") + ring_mode_name(probe), 0, 0);
+              c.cfg.fp8 = 1;
+              c.cfg.fp8_probe = probe;
+              c.x = x.p;
+              c.probe = true;
+              cases.push_back(c);
+            }
           // Probe: the FP8 GEMM alone, on the x the stream's scratch holds (left by the FP8 cases
           // above, same tokens; in the timed rounds the other cases overwrite it: timing only).
           ChainCase probe = chain_case("PROBE FP8 ring without its quantizer, auto warps", 0, 0);

@@ -369,7 +369,9 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
   if (config.fp8) {
     if (config.fp8 != 1 && config.fp8 != 2) fail_input("mxfp4_gemm: fp8 is 0, 1 or 2, got {}", config.fp8);
     if (config.fp8 == 2 && M > 64) fail_input("mxfp4_gemm: the fp8 probe runs one pass of up to 64 tokens, got {}", M);
-    if (mxfp4_gemm_fp8(w, config.fp8 == 2 ? nullptr : x, M, y, stream, config.ring_warps)) return;
+    if (mxfp4_gemm_fp8(w, config.fp8 == 2 ? nullptr : x, M, y, stream,
+                       {config.ring_warps, config.fp8_probe}))
+      return;
     fail_input("mxfp4_gemm: the FP8 ring kernel's scratch cannot grow inside a stream capture (run it once first)");
   }
   GemmConfig c = choose_config(w, M);

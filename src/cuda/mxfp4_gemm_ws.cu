@@ -129,8 +129,10 @@ template <int NT, bool kBig, int kCtas, bool kStreamK, int kSP, int kW = kWarps,
           int kMode = kRingProduction, bool kFp8 = false>
 __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(const __grid_constant__ Params p) {
   static_assert(!kProd || kStreamK, "the producer warp runs with stream-K");
-  static_assert(!kFp8 || (kProd && kSP == 1 && !kBig && kMode == kRingProduction),
-                "the FP8 variant runs with the producer warp, one strip per warp");
+  static_assert(!kFp8 || (kProd && kSP == 1 && !kBig), "the FP8 variant runs with the producer warp, one strip per warp");
+  static_assert(!kFp8 || kMode == kRingProduction || kMode == kRingProbeNoMma || kMode == kRingProbeCopies ||
+                    kMode == kRingProbeNoEnds,
+                "the FP8 variant's probes: no MMA, copies only, no segment ends");
   static_assert(kProd || kW == kWarps, "16 consumer warps need the producer warp");
   static_assert(kMode == kRingProduction || (kProd && kSP == 1), "the probes run with the producer, one strip per warp");
   // The probes whose consumers only wait for each stage and give it back.
@@ -204,12 +206,22 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // FP8: per-row constants of the fold tables of this warp's rows g and
   // g + 8 (fp8_dense_lo_base ...), set at each segment's start.
   uint32_t fold_base[4] = {};
-  auto set_fold_rows = [&](int rb) {
+  // The largest scales of rows g and g + 8 of this warp's strip in row block
+  // rb (a byte each). At 16 tokens they are loaded a segment ahead (the first
+  // stage's dequant of a segment waits for them): session 25, H200,
+  // 7168x18432 at 12 / 16 tokens 25.4 / 25.5 us against 26.5; at 32 tokens
+  // the loop's extra register cost more than that (36864x7168 46.5 against
+  // 45.9), so 32 and 64 tokens load them at the segment's start.
+  auto row_smax_pair = [&](int rb) -> uint32_t {
     const size_t row = (size_t(rb) * kW + warp) * kStripRows + g;
-    const int sg = p.row_smax[row], sh = p.row_smax[row + 8];
+    return uint32_t(p.row_smax[row]) | uint32_t(p.row_smax[row + 8]) << 8;
+  };
+  auto set_fold_rows = [&](uint32_t pair) {
+    const int sg = pair & 0xFF, sh = pair >> 8;
     fold_base[0] = fp8_dense_lo_base(sg), fold_base[1] = fp8_dense_hi_base(sg);
     fold_base[2] = fp8_dense_lo_base(sh), fold_base[3] = fp8_dense_hi_base(sh);
   };
+
   // FP8: the current stage's weights, loaded at its start.
   uint4 fwv[kStageTiles];
   uint32_t fsc[kStageTiles];
@@ -222,12 +234,13 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       fsc[u] = dev::lds_u16(wscale + off + u * kTileScaleBytes);
     }
   };
-  // Tile u of the current stage on FP8 MMAs: its four words folded into
-  // E4M3 A registers a[u] (7 instructions per word, host/fp8_dense_layout.h),
-  // two k32 MMAs into `part` (the first one restarting it when `fresh`),
-  // committed as one group.
-  auto fp8_tile = [&](int u, float(&part)[NT / 2], bool fresh) {
-    uint32_t(&ab)[4][4] = a[u];  // ab[k32 step][a0 a1 a2 a3]; ab[2], ab[3] unused
+  // Tile u of the current stage folded into E4M3 A registers ab (7
+  // instructions per word, host/fp8_dense_layout.h): ab[k32 step][a0..a3].
+  // (Session 25: a second set, the next stage dequantized under this stage's
+  // MMAs, was no faster at 12-16 tokens, slower at 32 and spilled at 64:
+  // bench/gpu/2026-12-03-session25/call1-probes-pipelined.)
+  uint32_t fa[kStageTiles][2][4];
+  auto fp8_dequant_tile = [&](int u, uint32_t(&ab)[2][4]) {
     const uint32_t sg = fsc[u] & 0xFF, sh = fsc[u] >> 8;
     const uint32_t glo = sg * kFp8DenseLoStep + fold_base[0], ghi = sg * kFp8DenseHiStep + fold_base[1];
     const uint32_t hlo = sh * kFp8DenseLoStep + fold_base[2], hhi = sh * kFp8DenseHiStep + fold_base[3];
@@ -236,6 +249,10 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
       fp8_dense_word_to_e4m3(dev::word_of(fwv[u], 2 * st), glo, ghi, ab[st][0], ab[st][2]);
       fp8_dense_word_to_e4m3(dev::word_of(fwv[u], 2 * st + 1), hlo, hhi, ab[st][1], ab[st][3]);
     }
+  };
+  // Tile u's two k32 MMAs (B from the current stage's slot) into `part`, the
+  // first one restarting it when `fresh`, committed as one group.
+  auto fp8_mma_tile = [&](int u, const uint32_t(&ab)[2][4], float(&part)[NT / 2], bool fresh) {
     dev::wgmma_fence();
     const uint64_t d = desc0 + ((s * L::kStage + u * L::kXTile) >> 4);
 #pragma unroll
@@ -262,15 +279,32 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // stage's sum added during the next stage from a second register set,
   // which ptxas serializes, C7514; bench/gpu/2026-12-03-session24/call2-promotion.)
   float part[NT / 2];
+  auto give_back_stage = [&] {
+    if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));  // the slot is given back
+    if (++s == S) s = 0, ph ^= 1;
+  };
   auto fp8_segment = [&](int& q, int q1) {
     for (; q < q1; ++q) {
-      fp8_load_stage();
-      fp8_tile(0, part, true);
-      fp8_tile(1, part, false);
-      dev::wgmma_wait<0>();
-      add_part(part);
-      if (lane == 0) dev::mbar_arrive(bars + 8 * (S + s));  // the slot is given back
-      if (++s == S) s = 0, ph ^= 1;
+      if constexpr (kMode == kRingProbeCopies) {
+        dev::mbar_wait_parity(bars + 8 * s, ph);  // probe: the slot is given back as soon as it is full
+      } else if constexpr (kMode == kRingProbeNoMma) {
+        fp8_load_stage();  // probe: the dequant kept (its registers used by an empty asm), no MMA, no drain
+#pragma unroll
+        for (int u = 0; u < kStageTiles; ++u) {
+          fp8_dequant_tile(u, fa[u]);
+          asm volatile("" ::"r"(fa[u][0][0]), "r"(fa[u][0][1]), "r"(fa[u][0][2]), "r"(fa[u][0][3]),
+                       "r"(fa[u][1][0]), "r"(fa[u][1][1]), "r"(fa[u][1][2]), "r"(fa[u][1][3]));
+        }
+      } else {
+        fp8_load_stage();
+        fp8_dequant_tile(0, fa[0]);
+        fp8_mma_tile(0, fa[0], part, true);
+        fp8_dequant_tile(1, fa[1]);
+        fp8_mma_tile(1, fa[1], part, false);
+        dev::wgmma_wait<0>();
+        add_part(part);
+      }
+      give_back_stage();
     }
   };
   // Stage q: its weights dequantized and its MMAs issued; stage q - 1's slot
@@ -346,11 +380,14 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
     // accumulators are zeroed (and, in the fix-up, added to) outside the
     // stage loop: redefined inside it, ptxas waited for every MMA group at
     // the end of each stage (C7517) so that no group was left in flight.
+    constexpr bool kRowsAhead = kFp8 && NT == 16;
+    uint32_t next_rows = kRowsAhead ? row_smax_pair(r.u0 / r.stages) : 0;  // the next segment's row scales
     for (int q = 0, rb = r.u0 / r.stages; q < n; ++rb) {
       const int seg0 = r.u0 + q, seg1 = min(r.u1, (rb + 1) * r.stages);
       zero_accumulators();
       if constexpr (kFp8) {
-        set_fold_rows(rb);
+        set_fold_rows(kRowsAhead ? next_rows : row_smax_pair(rb));
+        if (kRowsAhead && seg1 < r.u1) next_rows = row_smax_pair(rb + 1);  // loaded under this segment's stages
         fp8_segment(q, seg1 - r.u0);
       } else {
         for (; r.u0 + q < seg1; ++q) run_stage(q);
@@ -561,20 +598,39 @@ void launch_probe_mode(int mode, int ring_warps, const Params& p, const Mxfp4Dev
 }
 
 // The FP8 variant's compiled combinations: a producer warp beside 8
-// consumer warps (2 CTAs per SM) or 16 (1 CTA per SM), 16, 32 or 64 tokens.
-template <int NT>
+// consumer warps (2 CTAs per SM) or 16 (1 CTA per SM), 16, 32 or 64 tokens;
+// its timing probes (17..64 tokens) no MMA, copies only, no segment ends.
+template <int NT, int kMode>
 void launch_fp8_pass(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
                      const Scratch& scratch, cudaStream_t stream) {
-  constexpr int kP = kRingProduction;
-  if (ring_warps == 16) return launch_pass<NT, false, 1, 1, 16, true, kP, true>(p, w, x, scratch, stream, 0);
-  return launch_pass<NT, false, 2, 1, 8, true, kP, true>(p, w, x, scratch, stream, 0);
+  if (ring_warps == 16) return launch_pass<NT, false, 1, 1, 16, true, kMode, true>(p, w, x, scratch, stream, 0);
+  return launch_pass<NT, false, 2, 1, 8, true, kMode, true>(p, w, x, scratch, stream, 0);
 }
 
-void launch_fp8(int ring_warps, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+template <int NT>
+void launch_fp8_mode(const Fp8RingOptions& o, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
+                     const Scratch& scratch, cudaStream_t stream) {
+  const int rw = o.ring_warps;
+  if constexpr (NT > 16) {
+    switch (o.probe) {
+      case kRingProduction: break;
+      case kRingProbeNoMma: return launch_fp8_pass<NT, kRingProbeNoMma>(rw, p, w, x, scratch, stream);
+      case kRingProbeCopies: return launch_fp8_pass<NT, kRingProbeCopies>(rw, p, w, x, scratch, stream);
+      case kRingProbeNoEnds: return launch_fp8_pass<NT, kRingProbeNoEnds>(rw, p, w, x, scratch, stream);
+      default: fail_input("mxfp4_gemm: the FP8 ring kernel's probes are modes {}, {} and {}, got {}",
+                          int(kRingProbeNoMma), int(kRingProbeCopies), int(kRingProbeNoEnds), o.probe);
+    }
+  } else if (o.probe) {
+    fail_input("mxfp4_gemm: the FP8 ring kernel's probes run 17..64 tokens a pass, got {}", p.M);
+  }
+  launch_fp8_pass<NT, kRingProduction>(rw, p, w, x, scratch, stream);
+}
+
+void launch_fp8(const Fp8RingOptions& o, const Params& p, const Mxfp4DeviceWeight& w, const uint16_t* x,
                 const Scratch& scratch, cudaStream_t stream) {
-  if (p.M <= 16) return launch_fp8_pass<16>(ring_warps, p, w, x, scratch, stream);
-  if (p.M <= 32) return launch_fp8_pass<32>(ring_warps, p, w, x, scratch, stream);
-  return launch_fp8_pass<64>(ring_warps, p, w, x, scratch, stream);
+  if (p.M <= 16) return launch_fp8_mode<16>(o, p, w, x, scratch, stream);
+  if (p.M <= 32) return launch_fp8_mode<32>(o, p, w, x, scratch, stream);
+  return launch_fp8_mode<64>(o, p, w, x, scratch, stream);
 }
 
 // Scratch: x of one pass in the MMA's layout (64 token rows at most; the FP8
@@ -677,17 +733,18 @@ bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w) {
 // kernel 11's FP8 variant multiplies it with w.fp8_codes (stream-K with a
 // producer warp; ring_warps 8 or 16, 0 = the auto rule's).
 bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
-                    int ring_warps) {
+                    Fp8RingOptions o) {
   if (!w.fp8_codes || !w.row_smax)
     fail_input("mxfp4_gemm: W4A4 on FP8 MMAs needs the weight's FP8 dense layout (pack_fp8_dense_device)");
   if (!mxfp4_fp8_dense_supported(w))
     fail_input("mxfp4_gemm: the FP8 ring kernel needs N % {} == 0, K % {} == 0 and K <= {}, got [{}, {}]", kRows,
                kStageTiles * kTileK, kDenseFp8MaxK, w.rows, w.cols);
   const int sms = sm_count();
-  if (ring_warps == 0) ring_warps = w.rows % 256 == 0 && w.rows / 256 >= sms ? 16 : 8;
-  if (ring_warps != kWarps && ring_warps != 2 * kWarps)
-    fail_input("mxfp4_gemm: the FP8 ring kernel takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps, ring_warps);
-  if (ring_warps == 2 * kWarps && w.rows % 256)
+  if (o.ring_warps == 0) o.ring_warps = w.rows % 256 == 0 && w.rows / 256 >= sms ? 16 : 8;
+  if (o.ring_warps != kWarps && o.ring_warps != 2 * kWarps)
+    fail_input("mxfp4_gemm: the FP8 ring kernel takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps,
+               o.ring_warps);
+  if (o.ring_warps == 2 * kWarps && w.rows % 256)
     fail_input("mxfp4_gemm: 16 consumer warps need N % 256 == 0, got {}", w.rows);
   Scratch scratch;
   if (!ring_scratch(w, stream, scratch)) return false;
@@ -697,7 +754,7 @@ bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
   for (int m0 = 0; m0 < M; m0 += kMaxTokens) {
     p.M = std::min(kMaxTokens, M - m0);
     p.y = y + size_t(m0) * w.rows;
-    launch_fp8(ring_warps, p, w, x ? x + size_t(m0) * w.cols : nullptr, scratch, stream);
+    launch_fp8(o, p, w, x ? x + size_t(m0) * w.cols : nullptr, scratch, stream);
   }
   return true;
 }

@@ -111,6 +111,17 @@ struct GemmConfig {
   // (needs w.fp8_codes; ring_warps 8 or 16, 0 = the auto rule's). 0 = off;
   // 2 = a timing probe without the quantizer (mxfp4_gemm_fp8 with x null).
   int fp8 = 0;
+  // The FP8 variant's timing probe (Fp8RingOptions::probe; bench only).
+  int fp8_probe = 0;
+};
+
+// Kernel 11's FP8 variant (mxfp4_gemm_fp8): ring_warps 8 or 16 consumer
+// warps beside the producer (0 = the rule's); probe: a DenseRingMode timing
+// probe that leaves y wrong (1 no MMA, 3 copies only, 10 no segment ends;
+// 17..64 tokens a pass; bench only), 0 = the kernel.
+struct Fp8RingOptions {
+  int ring_warps = 0;
+  int probe = 0;
 };
 
 // y[M, N] (BF16) = x[M, K] (BF16) * W^T for MXFP4 W: W4A16, FP32 accumulate.
@@ -130,7 +141,7 @@ void mxfp4_gemm(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* 
 // reuses the stream scratch's last quantized x (one pass; bench only).
 bool mxfp4_fp8_dense_supported(const Mxfp4DeviceWeight& w);  // N % 128, K % 128, K <= 32768
 bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16_t* y, cudaStream_t stream,
-                    int ring_warps = 0);
+                    Fp8RingOptions options = {});
 
 // W4A4 activations: xq = quantize-dequantize(x) per 32 along K, bit-exact to
 // host/mxfp4_reference.h (qdq_block_reference). K % 32 == 0. In place is fine.

@@ -150,7 +150,7 @@ Tensor CudaOps::linear_on(const Tensor& x, const CachedLinear& cl, const LinearW
     // same codes. Inside a capture before the stream's scratch grew, the
     // BF16 kernels on the same xb (the same contract).
     const bool fp8 = w4a4 && cl.fp8_codes.defined() && !options_.mxfp4_gemm_kernel &&
-                     fp8_dense_chosen(N, int(M), sm_count());
+                     fp8_dense_chosen(N, K, int(M));
     if (fp8) {
       dw.fp8_codes = cl.fp8_codes.data<uint8_t>();
       dw.row_smax = cl.row_smax.data<uint8_t>();

@@ -51,13 +51,15 @@ inline RingPlan choose_ring_plan(int64_t blocks, int stages, int M, int sms) {
 // launches (bench/mxfp4/results-dense-fp8-2026-12-03-s24.md, call 9):
 // 36864x7168 at 12 / 16 / 32 / 64 tokens 42.2 / 42.4 / 47.5 / 62.4 us
 // against 46.1 / 47.1 / 54.0 / 68.8, 7168x18432 at 32 / 64 28.7 / 38.1
-// against 33.3 / 42.9, 4096x7168 at 64 18.4 against 25.4; with fewer row
-// blocks 12-16 tokens gain little or lose (7168x18432 26.4 / 26.5 against
-// 27.2 / 27.7 in call 9, a tie in call 7; 4096x7168 at 16 12.5 against
-// 10.9), so they keep BF16. `rows` = N.
-inline bool fp8_dense_chosen(int64_t rows, int M, int sms) {
+// against 33.3 / 42.9, 4096x7168 at 64 18.4 against 25.4. At 12-16 tokens
+// only the large weights gain: 7168x18432 25.4 / 25.5 against 27.1 / 27.5
+// since session 25 loads the row scales a segment ahead (call 3; before,
+// 26.4 / 26.5, a tie in session 24's call 7), 4096x7168 at 16 12.4
+// against 10.8 (session 25, call 1), so from 64 M weights (N x K) up, as
+// kernel 9's rule. `rows` = N, `cols` = K.
+inline bool fp8_dense_chosen(int64_t rows, int64_t cols, int M) {
   if (M < 12 || M > 64) return false;
-  return M > 16 || rows / 256 >= sms;
+  return M > 16 || rows * cols >= (int64_t(1) << 26);
 }
 
 }  // namespace mx::cuda
