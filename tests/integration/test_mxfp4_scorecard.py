@@ -152,6 +152,9 @@ def test_dense_w4a4_on_fp8_is_judged_only_where_its_rows_exist(tmp_path):
             "W4A4"),                                                                                  # forced: ignored
         row("gemm", "dense_gate_up 36864x7168", 64, 62.0, 34.0, fp8 + ", CUDA graph of 16 launches", "W4A4"),  # 1.82x
         row("gemm", "dense_gate_up 36864x7168", 16, 47.0, 33.0, "auto (qdq+gemm), CUDA graph", "W4A4"),  # not W4A16's
+        # A timing probe of the FP8 kernel (wrong sums by design): never judged.
+        row("gemm_probe", "dense_gate_up 36864x7168", 16, 30.0, 33.0,
+            "PROBE copies only, " + fp8 + ", CUDA graph of 16 launches", "W4A4"),
         {"kernel": "dense_fp8_quantizer", "shape": "13x7168 NT16", "M": 13, "mode": "bitexact", "us": 0,
          "floor_us": 0, "ratio": 0, "rel_err": -1, "unwritten": 0, "touched": 0.0, "note": "bit-exact"},
     ])

@@ -19,7 +19,6 @@
 #include "cuda/backend/cuda_ops.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/kernels.h"
-#include "cuda/device_info.h"
 #include "cuda/host/dense_ring_plan.h"
 #include "cuda/host/mxfp4_layout.h"
 #include "cuda/mxfp4_kernels.h"

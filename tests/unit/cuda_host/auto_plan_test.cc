@@ -44,6 +44,8 @@ TEST(DenseRingPlan, Fp8DenseTakesTheShapesItWonOn) {
   for (int M : {12, 16, 32, 64}) EXPECT_TRUE(fp8_dense_chosen(36864, 7168, M)) << M;
   for (int M : {12, 16, 32, 64}) EXPECT_TRUE(fp8_dense_chosen(7168, 18432, M)) << M;
   EXPECT_FALSE(fp8_dense_chosen(4096, 7168, 16));
+  EXPECT_TRUE(fp8_dense_chosen(8192, 8192, 12));   // exactly 64 M values
+  EXPECT_FALSE(fp8_dense_chosen(8192, 8064, 16));  // just under
   EXPECT_TRUE(fp8_dense_chosen(4096, 7168, 64));
   for (int M : {1, 8, 11, 65, 512}) EXPECT_FALSE(fp8_dense_chosen(36864, 7168, M)) << M;
 }
