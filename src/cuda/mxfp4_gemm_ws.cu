@@ -210,8 +210,10 @@ __global__ void __launch_bounds__((kW + kProd) * 32, kCtas) dense_ws_kernel(cons
   // rb (a byte each). At 16 tokens they are loaded a segment ahead (the first
   // stage's dequant of a segment waits for them): session 25, H200,
   // 7168x18432 at 12 / 16 tokens 25.4 / 25.5 us against 26.5; at 32 tokens
-  // the loop's extra register cost more than that (36864x7168 46.5 against
-  // 45.9), so 32 and 64 tokens load them at the segment's start.
+  // the loop's extra register cost more than that (36864x7168 46.4-46.6
+  // against 45.6-46.1; at 64 it ran 60.1 against 61.3-61.9, but beside a
+  // baseline at a lower clock), so 32 and 64 tokens load them at the
+  // segment's start.
   auto row_smax_pair = [&](int rb) -> uint32_t {
     const size_t row = (size_t(rb) * kW + warp) * kStripRows + g;
     return uint32_t(p.row_smax[row]) | uint32_t(p.row_smax[row + 8]) << 8;
