@@ -160,7 +160,7 @@ void check_dense_fp8_quantizer(cudaStream_t s) {
     const std::vector<uint16_t> x = quantizer_check_input(M, K, next_seed(), 64);
     const int stages = K / 128;
     // A stage: 2 K tiles of NT x 64 bytes, then NT floats padded to 128 bytes.
-    const size_t stage_bytes = size_t(NT) * 128 + (NT * 4 + 127) / 128 * 128;
+    const size_t stage_bytes = fp8_x_stage_bytes(NT);
     DeviceBuffer<uint16_t> dx(x.size());
     DeviceBuffer<uint8_t> xp(stages * stage_bytes);
     dx.upload(x);
@@ -180,7 +180,7 @@ void check_dense_fp8_quantizer(cudaStream_t s) {
           }
         const uint8_t* stage = got.data() + st * stage_bytes;
         float factor;
-        std::memcpy(&factor, stage + size_t(NT) * 128 + n * 4, 4);
+        std::memcpy(&factor, stage + fp8_x_b_bytes(NT) + n * 4, 4);
         bad += factor != (n < M ? fold_unscale(smax) : 0.f);
         for (int kin = 0; kin < 128; ++kin) {
           const int mma = fp8_dense_mma_col(kin % 64);

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_x_fp8_kernel(const uin
   *reinterpret_cast<uint32_t*>(dst) = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
   *reinterpret_cast<uint32_t*>(dst + NT * 16) = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
   if (p % 16 == 0)
-    reinterpret_cast<float*>(stage + kRingStageTiles * 4 * NT * 16)[n] = n < M ? fold_unscale(smax) : 0.f;
+    reinterpret_cast<float*>(stage + fp8_x_b_bytes(NT))[n] = n < M ? fold_unscale(smax) : 0.f;
 }
 
 template <int NT>

@@ -19,8 +19,9 @@ constexpr int kDenseFp8MaxK = 32768;   // the FP8 path's K limit
 // unfold factors of the NT tokens, padded to 128 bytes (the weights' tensor
 // copies that follow in the slot want 128-byte alignment). One bulk copy
 // brings both.
+constexpr int fp8_x_b_bytes(int NT) { return kRingStageTiles * 4 * NT * 16; }  // where the factors start
 constexpr int fp8_xs_bytes(int NT) { return (NT * 4 + 127) / 128 * 128; }
-constexpr int fp8_x_stage_bytes(int NT) { return kRingStageTiles * 4 * NT * 16 + fp8_xs_bytes(NT); }
+constexpr int fp8_x_stage_bytes(int NT) { return fp8_x_b_bytes(NT) + fp8_xs_bytes(NT); }
 
 // x [M, K] (BF16: raw, or already quantize-dequantized: same codes) -> xp,
 // K / 128 stages of fp8_x_stage_bytes(NT) for NT = 16, 32 or 64 >= M (rows

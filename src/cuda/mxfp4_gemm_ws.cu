@@ -742,7 +742,7 @@ bool mxfp4_gemm_fp8(const Mxfp4DeviceWeight& w, const uint16_t* x, int M, uint16
     fail_input("mxfp4_gemm: the FP8 ring kernel needs N % {} == 0, K % {} == 0 and K <= {}, got [{}, {}]", kRows,
                kStageTiles * kTileK, kDenseFp8MaxK, w.rows, w.cols);
   const int sms = sm_count();
-  if (o.ring_warps == 0) o.ring_warps = w.rows % 256 == 0 && w.rows / 256 >= sms ? 16 : 8;
+  if (o.ring_warps == 0) o.ring_warps = ring_consumer_warps(w.rows / kRows, sms);
   if (o.ring_warps != kWarps && o.ring_warps != 2 * kWarps)
     fail_input("mxfp4_gemm: the FP8 ring kernel takes ring_warps 0, {} or {}, got {}", kWarps, 2 * kWarps,
                o.ring_warps);

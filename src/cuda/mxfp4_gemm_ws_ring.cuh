@@ -36,7 +36,7 @@ struct Layout {
   static constexpr int kXTile = (kFp8 ? 4 : 8) * kChunk;   // B of one 64-wide K tile
   static constexpr int kCodes = kStageTiles * kTileCodeBytes;    // one strip's codes per stage
   static constexpr int kScales = kStageTiles * kTileScaleBytes;  // and its scales
-  static constexpr int kXsOff = kStageTiles * kXTile;  // FP8: the stage's unfold factors
+  static constexpr int kXsOff = fp8_x_b_bytes(NT);  // FP8: the stage's unfold factors
   static constexpr int kCodeOff = kFp8 ? fp8_x_stage_bytes(NT) : kStageTiles * kXTile;
   static constexpr int kScaleOff = kCodeOff + kStrips * kCodes;
   static constexpr int kStage = kScaleOff + kStrips * kScales;

@@ -36,8 +36,7 @@ __device__ __forceinline__ void fp8_fold_table(int d, uint32_t& lo, uint32_t& hi
 // shuffles; every lane of the warp takes part, lanes without a piece with
 // zeros).
 __device__ __forceinline__ int fp8_piece_scale(const uint4& v) {
-  const uint32_t rounded = (quarter_block_amax(v) + 0x20u) & 0xFF80u;
-  return min(max(int(rounded >> 7) - 129, -127), 127) + 127;
+  return qdq_scale_exponent(quarter_block_amax(v)) + 127;
 }
 
 // The piece's 8 values as MXFP4 codes of block scale byte sb, folded into

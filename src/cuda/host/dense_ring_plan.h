@@ -37,9 +37,12 @@ struct RingPlan {
 // x 8 >= resident CTAs); fewer row blocks (not measured) keep K splits.
 // `blocks` = 128-row blocks (N / 128), `stages` = K / 128, `sms` = the
 // device's SMs.
+// Consumer warps beside the producer (session 8, above): 16 (256-row CTAs,
+// one per SM) when N % 256 == 0 and there is a 256-row block per SM, else 8.
+inline int ring_consumer_warps(int64_t blocks, int sms) { return blocks % 2 == 0 && blocks / 2 >= sms ? 16 : 8; }
+
 inline RingPlan choose_ring_plan(int64_t blocks, int stages, int M, int sms) {
-  const bool wide_ctas = blocks % 2 == 0 && blocks / 2 >= sms;  // N % 256 == 0 and a 256-row block per SM
-  if (M <= 32 || blocks * 8 >= 2 * int64_t(sms)) return {0, 2, 1, wide_ctas ? 16 : 8};
+  if (M <= 32 || blocks * 8 >= 2 * int64_t(sms)) return {0, 2, 1, ring_consumer_warps(blocks, sms)};
   int splits = 1;
   while (splits < 8 && blocks * splits * 5 < sms * 4 && stages / (2 * splits) >= 4) splits *= 2;
   return {splits, 1, 1, 0};

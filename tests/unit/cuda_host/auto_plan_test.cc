@@ -48,6 +48,11 @@ TEST(DenseRingPlan, Fp8DenseTakesTheShapesItWonOn) {
   EXPECT_FALSE(fp8_dense_chosen(8192, 8064, 16));  // just under
   EXPECT_TRUE(fp8_dense_chosen(4096, 7168, 64));
   for (int M : {1, 8, 11, 65, 512}) EXPECT_FALSE(fp8_dense_chosen(36864, 7168, M)) << M;
+  // Its consumer warps (mxfp4_gemm_fp8) follow the ring plan's rule: 36864 rows
+  // (288 blocks of 128) on 132 SMs 16, 7168 (56) and an odd block count 8.
+  EXPECT_EQ(ring_consumer_warps(288, 132), 16);
+  EXPECT_EQ(ring_consumer_warps(56, 132), 8);
+  EXPECT_EQ(ring_consumer_warps(289, 132), 8);
 }
 
 TEST(DenseRingPlan, MeasuredShapesKeepTheirPlans) {
